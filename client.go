@@ -1,0 +1,351 @@
+// Package sftp is an SFTP version 3 client on golang.org/x/crypto/ssh, built to move
+// data at the speed of the link: transfers keep many requests in flight and stripe
+// large files across several SFTP channels of one SSH connection.
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Names and versions of the OpenSSH extensions this client uses. A server advertises
+// each with a version string, which must match before the extension is used
+// (OpenSSH PROTOCOL §4.2).
+const (
+	extPosixRename   = "posix-rename@openssh.com"
+	extStatVFS       = "statvfs@openssh.com"
+	extFstatVFS      = "fstatvfs@openssh.com"
+	extHardlink      = "hardlink@openssh.com"
+	extFsync         = "fsync@openssh.com"
+	extLsetstat      = "lsetstat@openssh.com"
+	extLimits        = "limits@openssh.com"
+	extExpandPath    = "expand-path@openssh.com"
+	extHomeDirectory = "home-directory"
+	extSymlinkOrder  = "symlink-order@rjk.greenend.org.uk"
+)
+
+var extVersions = map[string]string{
+	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
+	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
+}
+
+const (
+	// defaultDataSize is what the draft guarantees every server accepts (packets of at
+	// least 34000 bytes): used when the server does not publish limits@openssh.com.
+	defaultDataSize = 32768
+	// maxDataSize keeps every request under OpenSSH's 256 KiB message cap with room for
+	// the header and a 256-byte handle, like OpenSSH's own client.
+	maxDataSize = 261120
+	minDataSize = 512
+	// packetSlack is the room a data buffer keeps beyond its payload for the header of
+	// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
+	packetSlack   = 1024
+	defaultFlight = 64
+)
+
+type options struct {
+	maxInflight int
+	maxPacket   int // 0: negotiate
+	channels    int
+}
+
+// Option configures a Client. Each checks its value and reports a bad one from
+// NewClient, before any connection state exists.
+type Option func(*options) error
+
+// WithMaxInflight sets how many requests a transfer keeps in flight (default 64). More
+// helps only until the SSH channel window (2 MiB) is full.
+func WithMaxInflight(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("sftp: WithMaxInflight(%d): want 1 to 4096", n)
+		}
+		o.maxInflight = n
+		return nil
+	}
+}
+
+// WithMaxPacket sets the data bytes per READ or WRITE. By default it is what the
+// server's limits@openssh.com allows (261120 on OpenSSH 8.6+), else 32768. A larger
+// value than the server allows is lowered to the server's limit.
+func WithMaxPacket(n int) Option {
+	return func(o *options) error {
+		if n < minDataSize || n > 16<<20 {
+			return fmt.Errorf("sftp: WithMaxPacket(%d): want %d to %d", n, minDataSize, 16<<20)
+		}
+		o.maxPacket = n
+		return nil
+	}
+}
+
+// WithChannels sets the most SFTP channels a Client opens on its SSH connection to
+// stripe large transfers (default 4). NewClientPipe always uses one.
+func WithChannels(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("sftp: WithChannels(%d): want 1 to 64", n)
+		}
+		o.channels = n
+		return nil
+	}
+}
+
+// Limits are the sizes this client negotiated with the server.
+type Limits struct {
+	MaxPacket      int // longest packet the server accepts
+	MaxRead        int // data bytes per READ this client asks for
+	MaxWrite       int // data bytes per WRITE this client sends
+	MaxOpenHandles int // 0 when the server sets no limit or did not say
+}
+
+// Client is an SFTP client. It is safe for concurrent use.
+type Client struct {
+	opts     options
+	main     *conn
+	exts     map[string]string
+	limits   Limits
+	// dataSize is the payload room of a dataPool buffer. Atomic because the pool's New
+	// may run on a reader goroutine while start is still negotiating it.
+	dataSize atomic.Int64
+	dataPool sync.Pool
+
+	// readCap is the largest DATA the server has been seen to return when asked for
+	// more (0 until a short read is seen). Later transfers start from it, so they do
+	// not rediscover a server's read cap one transfer at a time.
+	readCap atomic.Int64
+
+	// openChannel starts another SFTP session for striping; nil for pipes.
+	openChannel func(ctx context.Context) (*conn, error)
+	chans       channelSet
+
+	closeOnce sync.Once
+}
+
+// NewClient starts the sftp subsystem on a new session channel of sshConn. The Client
+// does not own sshConn: closing the Client closes its channels, not the SSH connection.
+func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Client, error) {
+	if sshConn == nil {
+		return nil, errors.New("sftp: NewClient: nil *ssh.Client")
+	}
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.openChannel = func(ctx context.Context) (*conn, error) { return c.openSession(ctx, sshConn) }
+	main, err := c.openChannel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.start(ctx, main)
+}
+
+// NewClientPipe speaks SFTP over r and w, for example to a local sftp-server process.
+// Close closes w, and r too if it is an io.Closer.
+func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...Option) (*Client, error) {
+	if r == nil || w == nil {
+		return nil, errors.New("sftp: NewClientPipe: nil reader or writer")
+	}
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.opts.channels = 1
+	rc, closable := r.(io.Closer)
+	closer := func() error {
+		err := w.Close()
+		if closable {
+			if e := rc.Close(); err == nil {
+				err = e
+			}
+		}
+		return err
+	}
+	main, err := newConn(ctx, r, w, closer, closable, &c.dataPool)
+	if err != nil {
+		return nil, err
+	}
+	return c.start(ctx, main)
+}
+
+func newClient(opts []Option) (*Client, error) {
+	c := &Client{opts: options{maxInflight: defaultFlight, channels: 4}}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c.opts); err != nil {
+			return nil, err
+		}
+	}
+	c.dataSize.Store(defaultDataSize)
+	c.dataPool.New = func() any {
+		b := make([]byte, int(c.dataSize.Load())+packetSlack)
+		return &b
+	}
+	return c, nil
+}
+
+// openSession opens one session channel running the sftp subsystem and does INIT.
+func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sftp: %w", err)
+	}
+	sess, err := sc.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("sftp: opening a session: %w", err)
+	}
+	w, err := sess.StdinPipe()
+	if err == nil {
+		var r io.Reader
+		r, err = sess.StdoutPipe()
+		if err == nil {
+			if err = sess.RequestSubsystem("sftp"); err == nil {
+				// Closing the session makes sshd close the channel, which ends the
+				// reader's Read with EOF, so Close can wait for the reader.
+				return newConn(ctx, r, w, sess.Close, true, &c.dataPool)
+			}
+			err = fmt.Errorf("sftp: starting the sftp subsystem: %w", err)
+		}
+	}
+	sess.Close()
+	return nil, err
+}
+
+// start finishes construction: records extensions and negotiates sizes.
+func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
+	c.main = main
+	c.exts = main.exts
+	c.chans.init(main)
+	lim := Limits{MaxPacket: 34000, MaxRead: defaultDataSize, MaxWrite: defaultDataSize}
+	serverRead, serverWrite := defaultDataSize, defaultDataSize
+	if c.hasExt(extLimits) {
+		sl, err := c.queryLimits(ctx)
+		if err != nil {
+			main.close()
+			return nil, err
+		}
+		// 0 means "no fixed limit": keep the default rather than trust it blindly
+		// (OpenSSH's client falls back to 64-byte requests there, which is worse).
+		lim.MaxPacket = clampLimit(sl.MaxPacket, 34000, 1<<30)
+		serverRead = min(clampLimit(sl.MaxRead, defaultDataSize, maxDataSize), lim.MaxPacket-packetSlack)
+		serverWrite = min(clampLimit(sl.MaxWrite, defaultDataSize, maxDataSize), lim.MaxPacket-packetSlack)
+		serverRead, serverWrite = max(serverRead, minDataSize), max(serverWrite, minDataSize)
+		lim.MaxOpenHandles = int(min(sl.MaxOpenHandles, 1<<31-1))
+	}
+	lim.MaxRead, lim.MaxWrite = serverRead, serverWrite
+	if n := c.opts.maxPacket; n > 0 {
+		lim.MaxRead, lim.MaxWrite = min(n, serverRead), min(n, serverWrite)
+	}
+	c.limits = lim
+	c.dataSize.Store(int64(max(lim.MaxRead, lim.MaxWrite)))
+	main.maxPacket.Store(c.maxReply())
+	return c, nil
+}
+
+func clampLimit(v uint64, def, hi int) int {
+	if v == 0 {
+		return def
+	}
+	return int(min(v, uint64(hi)))
+}
+
+type serverLimits struct{ MaxPacket, MaxRead, MaxWrite, MaxOpenHandles uint64 }
+
+func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
+	var sl serverLimits
+	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendExtended(nil, id, extLimits) })
+	if err != nil {
+		return sl, err
+	}
+	defer r.release()
+	d, err := decodeExtendedReply("limits", &r)
+	if err != nil {
+		return sl, c.main.check(err)
+	}
+	sl = serverLimits{d.Uint64(), d.Uint64(), d.Uint64(), d.Uint64()}
+	if err := d.Done(); err != nil {
+		return sl, c.main.check(&ProtocolError{Op: "limits", Reason: err})
+	}
+	return sl, nil
+}
+
+// Close closes every SFTP channel of the Client. Calls in flight fail with an error
+// that matches net.ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.chans.closeAll() })
+	return nil
+}
+
+// Extensions returns the extensions the server advertised in VERSION (name to data).
+func (c *Client) Extensions() map[string]string {
+	m := make(map[string]string, len(c.exts))
+	for k, v := range c.exts {
+		m[k] = v
+	}
+	return m
+}
+
+// Limits returns the sizes negotiated with the server.
+func (c *Client) Limits() Limits { return c.limits }
+
+// hasExt reports whether the server advertised ext with the version this client knows.
+func (c *Client) hasExt(name string) bool {
+	v, ok := c.exts[name]
+	return ok && v == extVersions[name]
+}
+
+func errUnsupportedExt(name string) error {
+	return fmt.Errorf("sftp: the server does not offer %s: %w", name, errors.ErrUnsupported)
+}
+
+// roundTrip sends the packet enc builds with a fresh id and waits for the reply.
+func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (response, error) {
+	id := cn.newID()
+	return cn.call(ctx, id, enc(id))
+}
+
+// check closes the connection when err says the server broke the protocol: after one
+// malformed packet nothing later on the channel can be trusted.
+func (cn *conn) check(err error) error {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		cn.fail(pe)
+	}
+	return err
+}
+
+// maxReply is the longest reply a channel of c accepts: enough for a DATA reply to the
+// largest READ this client sends, and never less than OpenSSH's own message cap.
+func (c *Client) maxReply() uint32 {
+	return uint32(max(defaultMaxReply, int(c.dataSize.Load())+packetSlack))
+}
+
+// dataBuf returns a pooled buffer with room for one READ reply or WRITE packet. A
+// buffer made before the sizes were negotiated may be too small: it is dropped.
+func (c *Client) dataBuf() *[]byte {
+	need := int(c.dataSize.Load()) + packetSlack
+	for {
+		bp := c.dataPool.Get().(*[]byte)
+		if cap(*bp) >= need {
+			*bp = (*bp)[:need]
+			return bp
+		}
+	}
+}
+
+// statusCall sends a request whose reply is a bare STATUS.
+func (c *Client) statusCall(ctx context.Context, op string, enc func(id uint32) []byte) error {
+	r, err := c.main.roundTrip(ctx, enc)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	return c.main.check(expectStatus(op, &r))
+}
+

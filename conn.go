@@ -1,0 +1,389 @@
+package sftp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// response is one reply as the reader hands it over: the type and id it read, and the
+// body after them. body aliases a buffer that may be pooled: the receiver owns it and
+// calls release once it no longer needs body.
+type response struct {
+	typ  sshfx.PacketType
+	id   uint32
+	body []byte
+	buf  *[]byte
+	pool *sync.Pool
+}
+
+func (r *response) release() {
+	if r.pool != nil {
+		r.pool.Put(r.buf)
+		r.pool, r.buf, r.body = nil, nil, nil
+	}
+}
+
+// conn is one SFTP session on one channel (or one pair of pipes).
+//
+// Invariants:
+//   - exactly one goroutine (readLoop) reads from r; every reply goes to the channel
+//     registered for its id in pending, which always has room for it (a call registers a
+//     channel of capacity 1, a transfer one with capacity for all it keeps in flight), so
+//     the reader never blocks on a slow consumer;
+//   - a nil channel in pending marks a request whose waiter gave up: its late reply is
+//     dropped. A reply whose id is not in pending at all was never asked for, and is a
+//     protocol error;
+//   - packets are written whole under wmu, so concurrent senders never interleave;
+//   - fail runs once: it sets err, then closes done, then closes the transport.
+//
+// Lock order: mu and wmu are never held together.
+type conn struct {
+	r      io.Reader
+	w      io.Writer
+	closer func() error // closes the transport so the reader and any blocked Write return
+	waitRd bool         // whether Close may wait for the reader: only when closer unblocks it
+
+	exts      map[string]string // from VERSION; read-only after newConn
+	maxPacket atomic.Uint32     // longest reply accepted, checked before allocating
+
+	smallPool sync.Pool // *[]byte of cap smallBuf, for STATUS, HANDLE, ATTRS replies
+	dataPool  *sync.Pool
+
+	nextID atomic.Uint32
+	wmu    sync.Mutex // serialises Writes
+
+	mu      sync.Mutex
+	pending map[uint32]chan<- response // guarded by mu; nil once failed
+
+	done       chan struct{} // closed by fail
+	err        error         // set before done is closed; read only after <-done
+	failOnce   sync.Once
+	readerDone chan struct{}
+}
+
+const (
+	smallBuf = 1 << 10
+	// defaultMaxReply accepts the largest packet OpenSSH's server sends (its
+	// SFTP_MAX_MSG_LENGTH), which also covers a DATA reply to a 261120-byte READ.
+	defaultMaxReply = 256 << 10
+)
+
+// closedError is what every call gets once the channel is dead. It matches
+// net.ErrClosed so callers can test for "connection gone" without knowing the cause,
+// and unwraps to the cause.
+type closedError struct{ cause error }
+
+func (e *closedError) Error() string        { return "sftp: connection closed: " + e.cause.Error() }
+func (e *closedError) Unwrap() error        { return e.cause }
+func (e *closedError) Is(target error) bool { return target == net.ErrClosed }
+
+var (
+	errClientClosed = errors.New("closed by the client")
+	errServerClosed = errors.New("server closed the connection")
+)
+
+// newConn does INIT/VERSION on the transport and starts the reader. On error the
+// transport is closed.
+func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) (*conn, error) {
+	c := &conn{
+		r: r, w: w, closer: closer, waitRd: waitRd,
+		dataPool:   dataPool,
+		pending:    make(map[uint32]chan<- response),
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	c.smallPool.New = func() any { b := make([]byte, smallBuf); return &b }
+	c.maxPacket.Store(defaultMaxReply)
+
+	if err := ctx.Err(); err != nil {
+		closer()
+		return nil, fmt.Errorf("sftp: init: %w", err)
+	}
+	versionc := make(chan error, 1)
+	go c.readLoop(versionc)
+	if _, err := c.write(appendInit(nil)); err != nil {
+		c.fail(fmt.Errorf("sending INIT: %w", err))
+		<-versionc
+		c.waitReader()
+		return nil, c.err
+	}
+	select {
+	case err := <-versionc:
+		if err != nil {
+			c.waitReader()
+			return nil, err
+		}
+		return c, nil
+	case <-ctx.Done():
+		c.fail(fmt.Errorf("init: %w", ctx.Err()))
+		c.waitReader()
+		return nil, fmt.Errorf("sftp: init: %w", ctx.Err())
+	}
+}
+
+func (c *conn) write(pkt []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.w.Write(pkt)
+}
+
+// readLoop is the only reader of c.r. It first reads VERSION and reports the outcome on
+// versionc, then dispatches replies until the transport fails.
+func (c *conn) readLoop(versionc chan<- error) {
+	defer close(c.readerDone)
+	var hdr [9]byte
+	if err := c.readVersion(hdr[:]); err != nil {
+		c.fail(err)
+		versionc <- c.err
+		return
+	}
+	versionc <- nil
+	for {
+		if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+			c.fail(c.readErr(err))
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:4])
+		if n < 5 {
+			c.fail(protoErr("reply", "length %d is too short for a type and an id", n))
+			return
+		}
+		if max := c.maxPacket.Load(); n > max {
+			c.fail(protoErr("reply", "length %d exceeds the limit of %d", n, max))
+			return
+		}
+		resp := response{typ: sshfx.PacketType(hdr[4]), id: binary.BigEndian.Uint32(hdr[5:])}
+		resp.body, resp.buf, resp.pool = c.getBuf(int(n - 5))
+		if _, err := io.ReadFull(c.r, resp.body); err != nil {
+			resp.release()
+			c.fail(c.readErr(err))
+			return
+		}
+		if !c.dispatch(resp) {
+			return
+		}
+	}
+}
+
+func (c *conn) readVersion(hdr []byte) error {
+	if _, err := io.ReadFull(c.r, hdr[:5]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("reading VERSION: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 5 || n > defaultMaxReply {
+		return protoErr("VERSION", "length %d", n)
+	}
+	if t := sshfx.PacketType(hdr[4]); t != sshfx.TypeVersion {
+		return protoErr("VERSION", "got %v first", t)
+	}
+	body := make([]byte, n-1)
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return fmt.Errorf("reading VERSION: %w", err)
+	}
+	exts, err := decodeVersion(body)
+	if err != nil {
+		return err
+	}
+	c.exts = exts
+	return nil
+}
+
+// readErr names why reading stopped. A clean EOF between packets is still unexpected
+// when requests are waiting for replies.
+func (c *conn) readErr(err error) error {
+	if err == io.EOF {
+		c.mu.Lock()
+		n := len(c.pending)
+		c.mu.Unlock()
+		if n > 0 {
+			return fmt.Errorf("%w with %d requests outstanding", io.ErrUnexpectedEOF, n)
+		}
+		return errServerClosed
+	}
+	return err
+}
+
+// getBuf returns n bytes to read a reply body into, pooled where a pool fits.
+func (c *conn) getBuf(n int) ([]byte, *[]byte, *sync.Pool) {
+	if n <= smallBuf {
+		bp := c.smallPool.Get().(*[]byte)
+		return (*bp)[:n], bp, &c.smallPool
+	}
+	if c.dataPool != nil {
+		bp := c.dataPool.Get().(*[]byte)
+		if cap(*bp) >= n {
+			return (*bp)[:n], bp, c.dataPool
+		}
+		c.dataPool.Put(bp)
+	}
+	return make([]byte, n), nil, nil
+}
+
+// dispatch hands resp to its waiter. It reports false when the reply was never asked
+// for, which fails the connection.
+func (c *conn) dispatch(resp response) bool {
+	c.mu.Lock()
+	ch, ok := c.pending[resp.id]
+	if ok {
+		delete(c.pending, resp.id)
+	}
+	failed := c.pending == nil
+	c.mu.Unlock()
+	switch {
+	case failed:
+		resp.release()
+		return false
+	case !ok:
+		resp.release()
+		c.fail(protoErr("reply", "%v for request id %d, which is not outstanding", resp.typ, resp.id))
+		return false
+	case ch == nil:
+		resp.release() // the waiter gave up on it
+		return true
+	}
+	ch <- resp
+	return true
+}
+
+// newID returns a fresh request id.
+func (c *conn) newID() uint32 { return c.nextID.Add(1) }
+
+// send registers ch for id and writes pkt. ch must have room for the reply.
+func (c *conn) send(id uint32, pkt []byte, ch chan<- response) error {
+	c.mu.Lock()
+	if c.pending == nil {
+		c.mu.Unlock()
+		<-c.done
+		return c.err
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if _, err := c.write(pkt); err != nil {
+		c.fail(fmt.Errorf("write: %w", err))
+		return c.err
+	}
+	return nil
+}
+
+// wait returns the reply to id, or gives up when ctx ends or the connection dies.
+func (c *conn) wait(ctx context.Context, id uint32, ch <-chan response) (response, error) {
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-c.done:
+		select {
+		case r := <-ch: // a reply that beat the failure still counts
+			return r, nil
+		default:
+			return response{}, c.err
+		}
+	case <-ctx.Done():
+		c.abandon(id, ch)
+		return response{}, fmt.Errorf("sftp: %w", ctx.Err())
+	}
+}
+
+// abandon forgets a request whose reply is still due, so the reader drops it. If the
+// reader already took it out of pending, the reply is on its way to ch: take it and
+// release its buffer.
+func (c *conn) abandon(id uint32, ch <-chan response) {
+	c.mu.Lock()
+	if _, ok := c.pending[id]; ok {
+		c.pending[id] = nil
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	select {
+	case r := <-ch:
+		r.release()
+	case <-c.done:
+	}
+}
+
+// forget abandons requests registered on ch. Those still pending are marked so the
+// reader drops their replies; replies the reader already took out of pending are on
+// their way to ch (it sends right after) and are drained here to recycle their buffers.
+func (c *conn) forget(ids []uint32, ch <-chan response) {
+	inTransit := 0
+	c.mu.Lock()
+	if c.pending != nil {
+		for _, id := range ids {
+			if _, ok := c.pending[id]; ok {
+				c.pending[id] = nil
+			} else {
+				inTransit++
+			}
+		}
+	}
+	c.mu.Unlock()
+	for ; inTransit > 0; inTransit-- {
+		r := <-ch
+		r.release()
+	}
+	for {
+		select {
+		case r := <-ch:
+			r.release()
+		default:
+			return
+		}
+	}
+}
+
+// call sends pkt as request id and waits for its reply.
+func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error) {
+	if err := ctx.Err(); err != nil {
+		return response{}, fmt.Errorf("sftp: %w", err)
+	}
+	ch := make(chan response, 1)
+	if err := c.send(id, pkt, ch); err != nil {
+		return response{}, err
+	}
+	return c.wait(ctx, id, ch)
+}
+
+// fail kills the connection once: every waiter, present and future, gets err.
+func (c *conn) fail(cause error) {
+	c.failOnce.Do(func() {
+		c.mu.Lock()
+		c.pending = nil
+		c.err = &closedError{cause: cause}
+		close(c.done)
+		c.mu.Unlock()
+		c.closer()
+	})
+}
+
+func (c *conn) waitReader() {
+	if c.waitRd {
+		<-c.readerDone
+	}
+}
+
+// close shuts the connection down and waits for the reader, so no goroutine outlives it.
+func (c *conn) close() {
+	c.fail(errClientClosed)
+	c.waitReader()
+}
+
+// failed reports the error that killed the connection, or nil.
+func (c *conn) failed() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}

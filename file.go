@@ -1,0 +1,418 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// File is an open remote file. It is safe for concurrent use: Read, Write, Seek,
+// ReadFrom and WriteTo share the file offset and are serialised; ReadAt and WriteAt
+// may run concurrently with anything.
+type File struct {
+	c      *Client
+	cn     *conn
+	name   string
+	handle string
+
+	// ctx ends when Close is called: every wait of this file's requests selects on it,
+	// so a transfer in another goroutine stops promptly instead of deadlocking.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+
+	mu     sync.Mutex  // guards offset and ra
+	offset int64       // for Read, Write, Seek, ReadFrom, WriteTo
+	ra     *readStream // read-ahead of sequential Read; nil when there is none
+}
+
+// Open opens the named file for reading.
+func (c *Client) Open(ctx context.Context, name string) (*File, error) {
+	return c.OpenFile(ctx, name, os.O_RDONLY, 0)
+}
+
+// Create creates or truncates the named file for writing (mode 0666 before the server's
+// umask). It opens WRITE|CREAT|TRUNC without READ, because some servers refuse
+// read-write opens where write-only would do.
+func (c *Client) Create(ctx context.Context, name string) (*File, error) {
+	return c.OpenFile(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+}
+
+// OpenFile opens the named file with os.O_* flags; perm is used when the file is
+// created.
+func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
+	f, err := c.openFile(ctx, c.main, name, flag, perm)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	return f, nil
+}
+
+// openFlags maps os flags onto SFTP pflags. The draft wants CREAT beside TRUNC and
+// EXCL, so O_TRUNC without O_CREATE cannot be sent as TRUNC (it would create a missing
+// file); truncAfter tells the caller to truncate with FSETSTAT instead.
+func openFlags(flag int) (pf sshfx.OpenFlag, truncAfter bool) {
+	switch flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR) {
+	case os.O_RDONLY:
+		pf = sshfx.FlagRead
+	case os.O_WRONLY:
+		pf = sshfx.FlagWrite
+	default:
+		pf = sshfx.FlagRead | sshfx.FlagWrite
+	}
+	if flag&os.O_APPEND != 0 {
+		pf |= sshfx.FlagAppend
+	}
+	if flag&os.O_CREATE != 0 {
+		pf |= sshfx.FlagCreat
+		if flag&os.O_EXCL != 0 {
+			pf |= sshfx.FlagExcl
+		}
+		if flag&os.O_TRUNC != 0 {
+			pf |= sshfx.FlagTrunc
+		}
+	} else if flag&os.O_TRUNC != 0 {
+		truncAfter = true
+	}
+	return pf, truncAfter
+}
+
+func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, perm fs.FileMode) (*File, error) {
+	pf, truncAfter := openFlags(flag)
+	var a sshfx.Attrs
+	if pf&sshfx.FlagCreat != 0 {
+		a = sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
+	}
+	h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
+		return appendOpen(nil, id, name, pf, &a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := c.newFile(cn, name, h)
+	if truncAfter {
+		if err := f.setstat(ctx, &sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (c *Client) newFile(cn *conn, name, handle string) *File {
+	f := &File{c: c, cn: cn, name: name, handle: handle}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f
+}
+
+// Name returns the name the file was opened with.
+func (f *File) Name() string { return f.name }
+
+func (f *File) err(op string, err error) error { return pathErr(op, f.name, err) }
+
+// closedErr is what a File's methods return after Close.
+func (f *File) closedErr(op string) error { return f.err(op, fs.ErrClosed) }
+
+// waitErr turns the error of a wait that ended because the File was closed into
+// fs.ErrClosed, the error os.File gives.
+func (f *File) waitErr(err error) error {
+	if err != nil && f.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sftp: file closed during the operation: %w", fs.ErrClosed)
+	}
+	return err
+}
+
+// Close closes the remote handle. Transfers running in other goroutines end promptly
+// with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
+func (f *File) Close() error {
+	first := false
+	f.closeOnce.Do(func() { first = true; f.cancel() })
+	if !first {
+		return f.closedErr("close")
+	}
+	// A Read-ahead left idle holds pooled buffers; free it if nobody is mid-transfer.
+	// A transfer in progress frees its own on the way out.
+	if f.mu.TryLock() {
+		f.dropReadAhead()
+		f.mu.Unlock()
+	}
+	return f.err("close", f.c.closeHandleCtx(context.Background(), f.cn, f.handle))
+}
+
+// call sends a request about this file, bounded by the file's life.
+func (f *File) call(enc func(id uint32) []byte) (response, error) {
+	if f.ctx.Err() != nil {
+		return response{}, fs.ErrClosed
+	}
+	r, err := f.cn.roundTrip(f.ctx, enc)
+	return r, f.waitErr(err)
+}
+
+// Stat returns the file's attributes (FSTAT).
+func (f *File) Stat() (fs.FileInfo, error) {
+	a, err := f.fstat()
+	if err != nil {
+		return nil, f.err("stat", err)
+	}
+	return newFileInfo(baseName(f.name), &a, 0), nil
+}
+
+func (f *File) fstat() (sshfx.Attrs, error) {
+	r, err := f.call(func(id uint32) []byte { return appendString1(nil, sshfx.TypeFstat, id, f.handle) })
+	if err != nil {
+		return sshfx.Attrs{}, err
+	}
+	defer r.release()
+	a, err := decodeAttrs("FSTAT", &r)
+	return a, f.cn.check(err)
+}
+
+func (f *File) statusCall(op string, enc func(id uint32) []byte) error {
+	r, err := f.call(enc)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	return f.cn.check(expectStatus(op, &r))
+}
+
+func (f *File) setstat(_ context.Context, a *sshfx.Attrs) error {
+	return f.statusCall("FSETSTAT", func(id uint32) []byte {
+		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, a)
+	})
+}
+
+// Sync asks the server to flush the file to stable storage (fsync@openssh.com).
+func (f *File) Sync() error {
+	if !f.c.hasExt(extFsync) {
+		return f.err("sync", errUnsupportedExt(extFsync))
+	}
+	return f.err("sync", f.statusCall(extFsync, func(id uint32) []byte {
+		return appendExtended(nil, id, extFsync, f.handle)
+	}))
+}
+
+// Truncate changes the size of the file. It does not move the offset.
+func (f *File) Truncate(size int64) error {
+	if size < 0 {
+		return f.err("truncate", syscall.EINVAL)
+	}
+	f.mu.Lock()
+	f.dropReadAhead() // what was read ahead may no longer exist
+	f.mu.Unlock()
+	return f.err("truncate", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}))
+}
+
+// Chmod changes the mode of the file.
+func (f *File) Chmod(mode fs.FileMode) error {
+	return f.err("chmod", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
+}
+
+// Chown changes the numeric uid and gid of the file.
+func (f *File) Chown(uid, gid int) error {
+	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
+		return f.err("chown", syscall.EINVAL)
+	}
+	return f.err("chown", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))
+}
+
+// Chtimes changes the access and modification times of the file.
+func (f *File) Chtimes(atime, mtime time.Time) error {
+	a, err := timesAttrs(atime, mtime)
+	if err != nil {
+		return f.err("chtimes", err)
+	}
+	return f.err("chtimes", f.setstat(nil, a))
+}
+
+// Seek sets the offset for the next Read or Write. io.SeekEnd asks the server for the
+// size.
+func (f *File) Seek(offset int64, whence int) (int64, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("seek")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var base int64
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		base = f.offset
+	case io.SeekEnd:
+		a, err := f.fstat()
+		if err != nil {
+			return 0, f.err("seek", err)
+		}
+		if !a.Has(sshfx.AttrSize) {
+			return 0, f.err("seek", errors.New("sftp: server did not report the file size"))
+		}
+		base = int64(min(a.Size, 1<<63-1))
+	default:
+		return 0, f.err("seek", syscall.EINVAL)
+	}
+	pos := base + offset
+	if pos < 0 || (offset > 0 && pos < base) {
+		return 0, f.err("seek", syscall.EINVAL)
+	}
+	if pos != f.offset {
+		f.dropReadAhead()
+	}
+	f.offset = pos
+	return pos, nil
+}
+
+// Read reads up to len(p) bytes at the file offset. Sequential Reads are served from
+// a read-ahead window that grows while reading stays sequential, so small reads (a
+// bufio.Reader, io.ReadAll) run at transfer speed.
+func (f *File) Read(p []byte) (int, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("read")
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ra == nil {
+		f.ra = f.newReadStream(f.cn, f.offset, -1, 1, false)
+	}
+	n, err := f.ra.read(p)
+	f.offset += int64(n)
+	if err != nil {
+		f.dropReadAhead()
+		if err != io.EOF {
+			err = f.err("read", err)
+		}
+	}
+	return n, err
+}
+
+// dropReadAhead forgets the read-ahead window. f.mu must be held.
+func (f *File) dropReadAhead() {
+	if f.ra != nil {
+		f.ra.close()
+		f.ra = nil
+	}
+}
+
+// ReadAt reads len(p) bytes at off with many requests in flight. It returns fewer only
+// with an error, io.EOF when the file ends first.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("read")
+	}
+	if off < 0 {
+		return 0, f.err("readat", syscall.EINVAL)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s := f.newReadStream(f.cn, off, off+int64(len(p)), f.c.opts.maxInflight, false)
+	defer s.close()
+	n, err := io.ReadFull(readerFunc(s.read), p)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF // the file ended inside p: io.ReaderAt says EOF
+	}
+	if err != nil && err != io.EOF {
+		err = f.err("readat", err)
+	}
+	return n, err
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (r readerFunc) Read(p []byte) (int, error) { return r(p) }
+
+// Write writes p at the file offset (at the end for files opened with O_APPEND) with
+// many requests in flight.
+func (f *File) Write(p []byte) (int, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("write")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropReadAhead()
+	n, err := f.writeAt(p, f.offset)
+	f.offset += int64(n)
+	return n, err
+}
+
+// WriteString is Write of a string.
+func (f *File) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
+
+// WriteAt writes p at off with many requests in flight. On error, n counts the bytes
+// from off that the server acknowledged before the first failed WRITE.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("write")
+	}
+	if off < 0 {
+		return 0, f.err("writeat", syscall.EINVAL)
+	}
+	f.mu.Lock()
+	f.dropReadAhead()
+	f.mu.Unlock()
+	return f.writeAt(p, off)
+}
+
+func (f *File) writeAt(p []byte, off int64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	ws := f.newWriteStream(f.cn, off)
+	n, err := ws.copyFrom(&sliceReader{b: p})
+	return int(n), err
+}
+
+// sliceReader is bytes.Reader without WriterTo, so a slice goes through the same write
+// window as any other source.
+type sliceReader struct{ b []byte }
+
+func (s *sliceReader) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	return n, nil
+}
+
+// ReadFrom writes everything r yields at the file offset, reading r straight into
+// WRITE packets with many in flight. On error, n counts the bytes the server
+// acknowledged, all of them before the first failed WRITE.
+func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("readfrom")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropReadAhead()
+	ws := f.newWriteStream(f.cn, f.offset)
+	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
+	f.offset += n
+	return n, err
+}
+
+// WriteTo writes the file from its offset to EOF into w, keeping many READs in flight
+// and handing w the data in order.
+func (f *File) WriteTo(w io.Writer) (int64, error) {
+	if f.ctx.Err() != nil {
+		return 0, f.closedErr("writeto")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropReadAhead()
+	s := f.newReadStream(f.cn, f.offset, -1, f.c.opts.maxInflight, true)
+	defer s.close()
+	n, err := s.writeTo(w) // remote failures come back as *fs.PathError, w's bare
+	f.offset += n
+	return n, err
+}

@@ -1,0 +1,353 @@
+package sftp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// Request encoders. Each appends one whole packet to dst (which is usually empty with
+// spare capacity) and patches its length, so the result goes out in a single Write.
+
+func appendInit(dst []byte) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeInit, 0)
+	dst = sshfx.AppendUint32(dst, sshfx.ProtocolVersion)
+	return sshfx.Finish(dst, start)
+}
+
+// appendString1 encodes the requests whose body is one string: a path (STAT, LSTAT,
+// OPENDIR, REMOVE, RMDIR, REALPATH, READLINK) or a handle (CLOSE, FSTAT, READDIR).
+func appendString1(dst []byte, t sshfx.PacketType, id uint32, s string) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, t, id)
+	dst = sshfx.AppendString(dst, s)
+	return sshfx.Finish(dst, start)
+}
+
+// appendString2 encodes RENAME and SYMLINK. The caller decides the SYMLINK order.
+func appendString2(dst []byte, t sshfx.PacketType, id uint32, a, b string) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, t, id)
+	dst = sshfx.AppendString(dst, a)
+	dst = sshfx.AppendString(dst, b)
+	return sshfx.Finish(dst, start)
+}
+
+// appendStringAttrs encodes SETSTAT, FSETSTAT and MKDIR.
+func appendStringAttrs(dst []byte, t sshfx.PacketType, id uint32, s string, a *sshfx.Attrs) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, t, id)
+	dst = sshfx.AppendString(dst, s)
+	dst = sshfx.AppendAttrs(dst, a)
+	return sshfx.Finish(dst, start)
+}
+
+func appendOpen(dst []byte, id uint32, path string, pflags sshfx.OpenFlag, a *sshfx.Attrs) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeOpen, id)
+	dst = sshfx.AppendString(dst, path)
+	dst = sshfx.AppendUint32(dst, uint32(pflags))
+	dst = sshfx.AppendAttrs(dst, a)
+	return sshfx.Finish(dst, start)
+}
+
+func appendRead(dst []byte, id uint32, handle string, off uint64, n uint32) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeRead, id)
+	dst = sshfx.AppendString(dst, handle)
+	dst = sshfx.AppendUint64(dst, off)
+	dst = sshfx.AppendUint32(dst, n)
+	return sshfx.Finish(dst, start)
+}
+
+// appendWriteHeader encodes a WRITE up to and including the data length, with the packet
+// length already counting n data bytes. The caller then appends (or reads) exactly n
+// bytes behind it, which is how uploads avoid copying the payload twice.
+func appendWriteHeader(dst []byte, id uint32, handle string, off uint64, n int) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeWrite, id)
+	dst = sshfx.AppendString(dst, handle)
+	dst = sshfx.AppendUint64(dst, off)
+	dst = sshfx.AppendUint32(dst, uint32(n))
+	sshfx.Finish(dst, start)
+	// Finish measured the header only; add the payload that will follow.
+	l := uint32(len(dst)-start-sshfx.HeaderLen) + uint32(n)
+	dst[start], dst[start+1], dst[start+2], dst[start+3] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
+	return dst
+}
+
+func appendWrite(dst []byte, id uint32, handle string, off uint64, data []byte) []byte {
+	dst = appendWriteHeader(dst, id, handle, off, len(data))
+	return append(dst, data...)
+}
+
+// appendExtended encodes an EXTENDED request whose arguments are all strings, which
+// covers every extension this client sends except copy-data.
+func appendExtended(dst []byte, id uint32, name string, args ...string) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeExtended, id)
+	dst = sshfx.AppendString(dst, name)
+	for _, a := range args {
+		dst = sshfx.AppendString(dst, a)
+	}
+	return sshfx.Finish(dst, start)
+}
+
+func appendLsetstat(dst []byte, id uint32, path string, a *sshfx.Attrs) []byte {
+	start := len(dst)
+	dst = sshfx.Begin(dst, sshfx.TypeExtended, id)
+	dst = sshfx.AppendString(dst, extLsetstat)
+	dst = sshfx.AppendString(dst, path)
+	dst = sshfx.AppendAttrs(dst, a)
+	return sshfx.Finish(dst, start)
+}
+
+// Reply decoders. Each takes a reply whose type and id the reader already consumed and
+// either returns the expected payload, the server's STATUS as an error, or a protocol
+// error (*ProtocolError) for anything malformed or of the wrong type.
+
+// ProtocolError reports a reply the client cannot accept. The channel it came on is
+// closed, because after a malformed packet nothing later on it can be trusted.
+type ProtocolError struct {
+	Op     string // what was being decoded
+	Reason error
+}
+
+func (e *ProtocolError) Error() string { return "sftp: protocol error in " + e.Op + ": " + e.Reason.Error() }
+func (e *ProtocolError) Unwrap() error { return e.Reason }
+
+func protoErr(op string, format string, args ...any) *ProtocolError {
+	return &ProtocolError{Op: op, Reason: fmt.Errorf(format, args...)}
+}
+
+// decodeStatus turns a STATUS body into nil (OK) or a *StatusError. io.EOF is returned
+// bare for EOF so READ and READDIR callers can hand it straight to io contracts.
+func decodeStatus(body []byte) error {
+	d := sshfx.NewDecoder(body)
+	code := d.Uint32()
+	msg := d.String()
+	lang := d.String()
+	// Some old servers omit message and language; accept a bare code, as OpenSSH does.
+	if err := d.Err(); err != nil && len(body) != 4 {
+		return &ProtocolError{Op: "STATUS", Reason: err}
+	}
+	switch sshfx.Status(code) {
+	case sshfx.StatusOK:
+		return nil
+	case sshfx.StatusEOF:
+		return io.EOF
+	}
+	return &StatusError{Code: StatusCode(code), Message: msg, Lang: lang}
+}
+
+// expectStatus is for requests whose only success reply is STATUS OK.
+func expectStatus(op string, r *response) error {
+	if r.typ != sshfx.TypeStatus {
+		return protoErr(op, "got %v, want STATUS", r.typ)
+	}
+	err := decodeStatus(r.body)
+	if err == io.EOF {
+		// EOF is not an answer to a request that only succeeds or fails.
+		return &StatusError{Code: StatusEOF, Message: "unexpected EOF status"}
+	}
+	return err
+}
+
+// otherReply turns a reply that is not the expected type into the server's error or a
+// protocol error.
+func otherReply(op string, r *response, want sshfx.PacketType) error {
+	if r.typ == sshfx.TypeStatus {
+		err := decodeStatus(r.body)
+		if err == nil {
+			return protoErr(op, "got STATUS OK, want %v", want)
+		}
+		return err
+	}
+	return protoErr(op, "got %v, want %v", r.typ, want)
+}
+
+func decodeHandle(op string, r *response) (string, error) {
+	if r.typ != sshfx.TypeHandle {
+		return "", otherReply(op, r, sshfx.TypeHandle)
+	}
+	d := sshfx.NewDecoder(r.body)
+	h := d.String()
+	if err := d.Done(); err != nil {
+		return "", &ProtocolError{Op: op, Reason: err}
+	}
+	return h, nil
+}
+
+// decodeData returns the payload of a DATA reply, aliasing r's buffer.
+func decodeData(r *response) ([]byte, error) {
+	if r.typ != sshfx.TypeData {
+		return nil, otherReply("READ", r, sshfx.TypeData)
+	}
+	d := sshfx.NewDecoder(r.body)
+	b := d.Bytes()
+	if err := d.Done(); err != nil {
+		return nil, &ProtocolError{Op: "READ", Reason: err}
+	}
+	return b, nil
+}
+
+func decodeAttrs(op string, r *response) (sshfx.Attrs, error) {
+	if r.typ != sshfx.TypeAttrs {
+		return sshfx.Attrs{}, otherReply(op, r, sshfx.TypeAttrs)
+	}
+	d := sshfx.NewDecoder(r.body)
+	a := d.Attrs()
+	if err := d.Done(); err != nil {
+		return sshfx.Attrs{}, &ProtocolError{Op: op, Reason: err}
+	}
+	return a, nil
+}
+
+type nameEntry struct {
+	name, longname string
+	attrs          sshfx.Attrs
+}
+
+// decodeName reads a NAME reply. A STATUS EOF comes back as io.EOF (end of READDIR).
+func decodeName(op string, r *response) ([]nameEntry, error) {
+	if r.typ != sshfx.TypeName {
+		if r.typ == sshfx.TypeStatus {
+			if err := decodeStatus(r.body); err != nil {
+				return nil, err
+			}
+		}
+		return nil, otherReply(op, r, sshfx.TypeName)
+	}
+	d := sshfx.NewDecoder(r.body)
+	n := d.Uint32()
+	// Every entry takes at least 12 bytes, so a count beyond that is a lie; checking
+	// first keeps a hostile count from sizing the allocation.
+	if d.Err() == nil && uint64(n)*12 > uint64(d.Len()) {
+		return nil, protoErr(op, "%d names in %d bytes", n, d.Len())
+	}
+	out := make([]nameEntry, 0, n)
+	for i := uint32(0); i < n && d.Err() == nil; i++ {
+		var e nameEntry
+		e.name = d.String()
+		e.longname = d.String()
+		d.AttrsInto(&e.attrs)
+		out = append(out, e)
+	}
+	if err := d.Done(); err != nil {
+		return nil, &ProtocolError{Op: op, Reason: err}
+	}
+	return out, nil
+}
+
+// decodeOneName is for REALPATH, READLINK and the path extensions, which answer NAME
+// with exactly one entry.
+func decodeOneName(op string, r *response) (string, error) {
+	names, err := decodeName(op, r)
+	if err == io.EOF {
+		return "", &StatusError{Code: StatusEOF, Message: "unexpected EOF status"}
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(names) != 1 {
+		return "", protoErr(op, "got %d names, want 1", len(names))
+	}
+	return names[0].name, nil
+}
+
+func decodeExtendedReply(op string, r *response) (*sshfx.Decoder, error) {
+	if r.typ != sshfx.TypeExtendedReply {
+		return nil, otherReply(op, r, sshfx.TypeExtendedReply)
+	}
+	return sshfx.NewDecoder(r.body), nil
+}
+
+// decodeVersion reads a VERSION body (everything after the type byte). Extension data
+// may be binary (MINA, asyncssh), so it is kept as bytes in a string.
+func decodeVersion(body []byte) (map[string]string, error) {
+	d := sshfx.NewDecoder(body)
+	v := d.Uint32()
+	if err := d.Err(); err != nil {
+		return nil, &ProtocolError{Op: "VERSION", Reason: err}
+	}
+	if v != sshfx.ProtocolVersion {
+		return nil, protoErr("VERSION", "server speaks version %d; this client speaks only %d", v, sshfx.ProtocolVersion)
+	}
+	exts := make(map[string]string)
+	for d.Len() > 0 {
+		name := d.String()
+		data := d.String()
+		if d.Err() != nil {
+			break
+		}
+		exts[name] = data
+	}
+	if err := d.Done(); err != nil {
+		return nil, &ProtocolError{Op: "VERSION", Reason: err}
+	}
+	return exts, nil
+}
+
+// StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8).
+type StatusCode uint32
+
+// Status codes of SFTP version 3.
+const (
+	StatusOK               = StatusCode(sshfx.StatusOK)
+	StatusEOF              = StatusCode(sshfx.StatusEOF)
+	StatusNoSuchFile       = StatusCode(sshfx.StatusNoSuchFile)
+	StatusPermissionDenied = StatusCode(sshfx.StatusPermissionDenied)
+	StatusFailure          = StatusCode(sshfx.StatusFailure)
+	StatusBadMessage       = StatusCode(sshfx.StatusBadMessage)
+	StatusNoConnection     = StatusCode(sshfx.StatusNoConnection)
+	StatusConnectionLost   = StatusCode(sshfx.StatusConnectionLost)
+	StatusOpUnsupported    = StatusCode(sshfx.StatusOpUnsupported)
+)
+
+func (c StatusCode) String() string { return sshfx.Status(c).String() }
+
+// StatusError is a failure the server reported with a STATUS reply. Decide on Code
+// (through errors.Is where possible), never on Message: servers word the same failure
+// differently.
+type StatusError struct {
+	Code    StatusCode
+	Message string // for people; may be empty
+	Lang    string
+}
+
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return "sftp: " + e.Code.String()
+	}
+	return "sftp: " + e.Message + " (" + e.Code.String() + ")"
+}
+
+// normal maps codes this version does not define to FAILURE, as servers speaking
+// later versions mean them.
+func (c StatusCode) normal() StatusCode {
+	if c > StatusOpUnsupported {
+		return StatusFailure
+	}
+	return c
+}
+
+// Is lets errors.Is match fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported, and
+// another *StatusError with the same (normalised) code.
+func (e *StatusError) Is(target error) bool {
+	switch target {
+	case fs.ErrNotExist:
+		return e.Code == StatusNoSuchFile
+	case fs.ErrPermission:
+		return e.Code == StatusPermissionDenied
+	case errors.ErrUnsupported:
+		return e.Code == StatusOpUnsupported
+	}
+	if t, ok := target.(*StatusError); ok {
+		return t.Code.normal() == e.Code.normal()
+	}
+	return false
+}

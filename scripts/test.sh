@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need on a fresh Debian machine, then
+# checks formatting, vets, lints and runs every test with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
+command -v sftp >/dev/null || need+=(openssh-client)
+command -v rclone >/dev/null || need+=(rclone)
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+	else
+		echo "missing ${need[*]}: install them (apt-get install -y ${need[*]}) or run as root" >&2
+	fi
+fi
+
+export PATH="$PATH:$(go env GOPATH)/bin"
+if ! command -v staticcheck >/dev/null; then
+	(cd /tmp && GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@v0.8.2)
+fi
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt needed:"; echo "$bad"; exit 1; fi
+
+for mod in . bench; do
+	[ -f "$mod/go.mod" ] || continue
+	echo "== go vet ($mod)"
+	(cd "$mod" && go vet ./...)
+	echo "== staticcheck ($mod)"
+	(cd "$mod" && staticcheck ./...)
+done
+
+echo "== go test -race"
+go test -race -count=1 -timeout 12m ./...
+(cd bench && go test -race -count=1 -timeout 5m ./...)
+
+echo "== fuzz (bounded)"
+for target in $(go test -list '^Fuzz' ./internal/sshfx ./ 2>/dev/null | grep '^Fuzz' || true); do
+	pkg=.
+	go test -list "^${target}\$" ./internal/sshfx 2>/dev/null | grep -q "^${target}\$" && pkg=./internal/sshfx
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s "$pkg"
+done
