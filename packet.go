@@ -127,10 +127,11 @@ func protoErr(op string, format string, args ...any) *ProtocolError {
 // decodeStatus turns a STATUS body into nil (OK) or a *StatusError. io.EOF is returned
 // bare for EOF so READ and READDIR callers can hand it straight to io contracts.
 func decodeStatus(body []byte) error {
-	d := sshfx.NewDecoder(body)
+	var d sshfx.Decoder // on the stack: every WRITE's acknowledgement passes here
+	d.Reset(body)
 	code := d.Uint32()
-	msg := d.String()
-	lang := d.String()
+	msg := d.Bytes()
+	lang := d.Bytes()
 	// Some old servers omit message and language; accept a bare code, as OpenSSH does.
 	if err := d.Err(); err != nil && len(body) != 4 {
 		return &ProtocolError{Op: "STATUS", Reason: err}
@@ -141,7 +142,7 @@ func decodeStatus(body []byte) error {
 	case sshfx.StatusEOF:
 		return io.EOF
 	}
-	return &StatusError{Code: StatusCode(code), Message: msg, Lang: lang}
+	return &StatusError{Code: StatusCode(code), Message: string(msg), Lang: string(lang)}
 }
 
 // expectStatus is for requests whose only success reply is STATUS OK.

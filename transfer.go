@@ -25,6 +25,10 @@ type segment struct {
 type readReq struct {
 	off int64
 	n   int
+	// capGuess is set on a READ for the rest of a short DATA: the length that DATA
+	// had. If this READ gets data too, the short one was the server's read cap, not
+	// the end of the file.
+	capGuess int
 }
 
 // readStream reads a file sequentially from an offset.
@@ -51,6 +55,7 @@ type readStream struct {
 	errAt  int64
 	hint   int64  // file size from FSTAT, or -1: past it one READ at a time
 	statID uint32 // FSTAT in flight, or 0
+	pkt    []byte // encoding buffer for READs, reused (the channel copies it)
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -122,14 +127,17 @@ func (s *readStream) fill() {
 }
 
 func (s *readStream) sendRead(off int64, n int) bool {
+	return s.sendReadReq(readReq{off: off, n: n})
+}
+
+func (s *readStream) sendReadReq(req readReq) bool {
 	id := s.cn.newID()
-	var buf [64]byte // READ is small: encode on the stack, the channel copies it
-	pkt := appendRead(buf[:0], id, s.f.handle, uint64(off), uint32(n))
-	if err := s.cn.send(id, pkt, s.ch); err != nil {
-		s.fail(off, err)
+	s.pkt = appendRead(s.pkt[:0], id, s.f.handle, uint64(req.off), uint32(req.n))
+	if err := s.cn.send(id, s.pkt, s.ch); err != nil {
+		s.fail(req.off, err)
 		return false
 	}
-	s.reqs[id] = readReq{off, n}
+	s.reqs[id] = req
 	return true
 }
 
@@ -199,24 +207,20 @@ func (s *readStream) handle(r response) {
 		return
 	}
 	s.segs[req.off] = segment{data: data, resp: r}
-	if len(data) < req.n {
-		s.short(req, len(data))
+	if req.capGuess > 0 && req.capGuess < s.size {
+		// The READ before this one came back short, yet the file went on: that was
+		// the server's read cap (32 KiB rclone, 64512 MINA, 64 KiB old OpenSSH).
+		// Later READs ask for no more, so they are not cut short again.
+		s.size = max(req.capGuess, minDataSize)
+		s.f.c.readCap.Store(int64(s.size))
 	}
-}
-
-// short handles a DATA with fewer bytes than asked: the rest is asked for at once, and
-// when the file is known to go on, later READs shrink to what the server gives (its read
-// cap: 32 KiB for rclone, 64512 for MINA, 64 KiB for old OpenSSH).
-func (s *readStream) short(req readReq, got int) {
-	end := req.off + int64(got)
-	if s.hint < 0 || end < s.hint {
-		if got < s.size {
-			s.size = max(got, minDataSize)
-			s.f.c.readCap.Store(int64(s.size))
+	if got := len(data); got < req.n {
+		// Ask for the rest at once. Whether this was a cap or the end of the file is
+		// known only from that READ's answer, so nothing is learned yet.
+		end := req.off + int64(got)
+		if end < s.stopAt() {
+			s.sendReadReq(readReq{off: end, n: req.n - got, capGuess: got})
 		}
-	}
-	if end < s.stopAt() {
-		s.sendRead(end, req.n-got)
 	}
 }
 
@@ -355,7 +359,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 			if serr := ws.cn.send(id, (*bp)[:hdr+n], ws.ch); serr != nil {
 				ws.fail(off, serr)
 			} else {
-				ws.reqs[id] = readReq{off, n}
+				ws.reqs[id] = readReq{off: off, n: n}
 			}
 			off += int64(n)
 		}
