@@ -65,18 +65,18 @@ func newFileInfo(name string, a *sshfx.Attrs, typeHint fs.FileMode) *fileInfo {
 	return fi
 }
 
-func (fi *fileInfo) Name() string       { return fi.name }
-func (fi *fileInfo) Size() int64        { return int64(min(fi.attrs.Size, math.MaxInt64)) }
-func (fi *fileInfo) Mode() fs.FileMode  { return fi.mode }
+func (fi *fileInfo) Name() string      { return fi.name }
+func (fi *fileInfo) Size() int64       { return int64(min(fi.attrs.Size, math.MaxInt64)) }
+func (fi *fileInfo) Mode() fs.FileMode { return fi.mode }
 func (fi *fileInfo) ModTime() time.Time {
 	if !fi.attrs.Has(sshfx.AttrACModTime) {
 		return time.Time{}
 	}
 	return time.Unix(int64(fi.attrs.MTime), 0)
 }
-func (fi *fileInfo) IsDir() bool        { return fi.mode.IsDir() }
-func (fi *fileInfo) Sys() any           { return newFileAttrs(&fi.attrs) }
-func (fi *fileInfo) String() string     { return fs.FormatFileInfo(fi) }
+func (fi *fileInfo) IsDir() bool    { return fi.mode.IsDir() }
+func (fi *fileInfo) Sys() any       { return newFileAttrs(&fi.attrs) }
+func (fi *fileInfo) String() string { return fs.FormatFileInfo(fi) }
 
 // Unix st_mode bits as SFTP servers send them.
 const (

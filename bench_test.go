@@ -14,8 +14,6 @@ import (
 // it exists, so the disk stays out of the numbers) and, in bench_server_test.go, the
 // in-process test server. Compare runs with benchstat.
 
-const sftpServerPath = "/usr/lib/openssh/sftp-server"
-
 // benchDir returns a scratch directory on tmpfs when possible.
 func benchDir(b *testing.B) string {
 	b.Helper()
@@ -98,11 +96,11 @@ func BenchmarkWriteTo(b *testing.B) {
 	}
 }
 
-// zeroReader is an endless source of zeros that does not implement WriterTo, so
+// benchZeros is an endless source of zeros that does not implement WriterTo, so
 // ReadFrom is what io.Copy uses.
-type zeroReader struct{}
+type benchZeros struct{}
 
-func (zeroReader) Read(p []byte) (int, error) {
+func (benchZeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
@@ -121,7 +119,7 @@ func BenchmarkReadFrom(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					n, err := f.ReadFrom(io.LimitReader(zeroReader{}, int64(size)))
+					n, err := f.ReadFrom(io.LimitReader(benchZeros{}, int64(size)))
 					if err != nil || n != int64(size) {
 						b.Fatalf("ReadFrom: %d, %v", n, err)
 					}

@@ -106,10 +106,10 @@ type Limits struct {
 
 // Client is an SFTP client. It is safe for concurrent use.
 type Client struct {
-	opts     options
-	main     *conn
-	exts     map[string]string
-	limits   Limits
+	opts   options
+	main   *conn
+	exts   map[string]string
+	limits Limits
 	// dataSize is the payload room of a dataPool buffer. Atomic because the pool's New
 	// may run on a reader goroutine while start is still negotiating it.
 	dataSize atomic.Int64
@@ -125,6 +125,7 @@ type Client struct {
 	chans       channelSet
 
 	closeOnce sync.Once
+	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
 }
 
 // NewClient starts the sftp subsystem on a new session channel of sshConn. The Client
@@ -220,6 +221,7 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 // start finishes construction: records extensions and negotiates sizes.
 func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 	c.main = main
+	main.ids = &c.ids
 	c.exts = main.exts
 	c.chans.init(main)
 	lim := Limits{MaxPacket: 34000, MaxRead: defaultDataSize, MaxWrite: defaultDataSize}
@@ -348,4 +350,3 @@ func (c *Client) statusCall(ctx context.Context, op string, enc func(id uint32) 
 	defer r.release()
 	return c.main.check(expectStatus(op, &r))
 }
-

@@ -22,6 +22,7 @@ type response struct {
 	body []byte
 	buf  *[]byte
 	pool *sync.Pool
+	err  error // set (and typ 0) when the connection died before the reply came
 }
 
 func (r *response) release() {
@@ -42,7 +43,10 @@ func (r *response) release() {
 //     dropped. A reply whose id is not in pending at all was never asked for, and is a
 //     protocol error;
 //   - packets are written whole under wmu, so concurrent senders never interleave;
-//   - fail runs once: it sets err, then closes done, then closes the transport.
+//   - fail runs once: it sets err, delivers a response carrying err to every pending
+//     channel (each has room, by the rule above), closes done, then closes the
+//     transport. So a waiter that collects replies from several conns on one channel
+//     learns of any of them dying without selecting on each done.
 //
 // Lock order: mu and wmu are never held together.
 type conn struct {
@@ -57,7 +61,11 @@ type conn struct {
 	smallPool sync.Pool // *[]byte of cap smallBuf, for STATUS, HANDLE, ATTRS replies
 	dataPool  *sync.Pool
 
-	nextID atomic.Uint32
+	// ids hands out request ids. A Client points every conn it owns at one counter,
+	// so ids are unique across its channels and a striped transfer can collect
+	// replies from several channels on one Go channel. Set before the first request.
+	ids    *atomic.Uint32
+	ownIDs atomic.Uint32
 	wmu    sync.Mutex // serialises Writes
 
 	mu      sync.Mutex
@@ -100,6 +108,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
+	c.ids = &c.ownIDs
 	c.smallPool.New = func() any { b := make([]byte, smallBuf); return &b }
 	c.maxPacket.Store(defaultMaxReply)
 
@@ -257,7 +266,7 @@ func (c *conn) dispatch(resp response) bool {
 }
 
 // newID returns a fresh request id.
-func (c *conn) newID() uint32 { return c.nextID.Add(1) }
+func (c *conn) newID() uint32 { return c.ids.Add(1) }
 
 // send registers ch for id and writes pkt. ch must have room for the reply.
 func (c *conn) send(id uint32, pkt []byte, ch chan<- response) error {
@@ -280,10 +289,16 @@ func (c *conn) send(id uint32, pkt []byte, ch chan<- response) error {
 func (c *conn) wait(ctx context.Context, id uint32, ch <-chan response) (response, error) {
 	select {
 	case r := <-ch:
+		if r.err != nil {
+			return response{}, r.err
+		}
 		return r, nil
 	case <-c.done:
 		select {
 		case r := <-ch: // a reply that beat the failure still counts
+			if r.err != nil {
+				return response{}, r.err
+			}
 			return r, nil
 		default:
 			return response{}, c.err
@@ -312,34 +327,24 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	}
 }
 
-// forget abandons requests registered on ch. Those still pending are marked so the
-// reader drops their replies; replies the reader already took out of pending are on
-// their way to ch (it sends right after) and are drained here to recycle their buffers.
-func (c *conn) forget(ids []uint32, ch <-chan response) {
-	inTransit := 0
+// forget abandons requests: those still pending are marked so the reader drops their
+// replies. It returns how many of them the reader had already taken out of pending:
+// those replies are on their way to their channel (the reader sends right after), and
+// the caller must drain that many to recycle their buffers.
+func (c *conn) forget(ids []uint32) (inTransit int) {
 	c.mu.Lock()
-	if c.pending != nil {
-		for _, id := range ids {
-			if _, ok := c.pending[id]; ok {
-				c.pending[id] = nil
-			} else {
-				inTransit++
-			}
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		return 0 // failed: the error replies were delivered already
+	}
+	for _, id := range ids {
+		if _, ok := c.pending[id]; ok {
+			c.pending[id] = nil
+		} else {
+			inTransit++
 		}
 	}
-	c.mu.Unlock()
-	for ; inTransit > 0; inTransit-- {
-		r := <-ch
-		r.release()
-	}
-	for {
-		select {
-		case r := <-ch:
-			r.release()
-		default:
-			return
-		}
-	}
+	return inTransit
 }
 
 // call sends pkt as request id and waits for its reply.
@@ -358,8 +363,14 @@ func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error
 func (c *conn) fail(cause error) {
 	c.failOnce.Do(func() {
 		c.mu.Lock()
+		pending := c.pending
 		c.pending = nil
 		c.err = &closedError{cause: cause}
+		for id, ch := range pending {
+			if ch != nil {
+				ch <- response{id: id, err: c.err}
+			}
+		}
 		close(c.done)
 		c.mu.Unlock()
 		c.closer()

@@ -22,6 +22,7 @@ type File struct {
 	cn     *conn
 	name   string
 	handle string
+	append bool // opened with O_APPEND: the server ignores offsets, so never striped
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
 	// so a transfer in another goroutine stops promptly instead of deadlocking.
@@ -98,8 +99,9 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 		return nil, err
 	}
 	f := c.newFile(cn, name, h)
+	f.append = flag&os.O_APPEND != 0
 	if truncAfter {
-		if err := f.setstat(ctx, &sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
+		if err := f.setstat(&sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -184,7 +186,7 @@ func (f *File) statusCall(op string, enc func(id uint32) []byte) error {
 	return f.cn.check(expectStatus(op, &r))
 }
 
-func (f *File) setstat(_ context.Context, a *sshfx.Attrs) error {
+func (f *File) setstat(a *sshfx.Attrs) error {
 	return f.statusCall("FSETSTAT", func(id uint32) []byte {
 		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, a)
 	})
@@ -208,12 +210,12 @@ func (f *File) Truncate(size int64) error {
 	f.mu.Lock()
 	f.dropReadAhead() // what was read ahead may no longer exist
 	f.mu.Unlock()
-	return f.err("truncate", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}))
+	return f.err("truncate", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}))
 }
 
 // Chmod changes the mode of the file.
 func (f *File) Chmod(mode fs.FileMode) error {
-	return f.err("chmod", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
+	return f.err("chmod", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
 }
 
 // Chown changes the numeric uid and gid of the file.
@@ -221,7 +223,7 @@ func (f *File) Chown(uid, gid int) error {
 	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
 		return f.err("chown", syscall.EINVAL)
 	}
-	return f.err("chown", f.setstat(nil, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))
+	return f.err("chown", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))
 }
 
 // Chtimes changes the access and modification times of the file.
@@ -230,7 +232,7 @@ func (f *File) Chtimes(atime, mtime time.Time) error {
 	if err != nil {
 		return f.err("chtimes", err)
 	}
-	return f.err("chtimes", f.setstat(nil, a))
+	return f.err("chtimes", f.setstat(a))
 }
 
 // Seek sets the offset for the next Read or Write. io.SeekEnd asks the server for the
@@ -282,7 +284,7 @@ func (f *File) Read(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ra == nil {
-		f.ra = f.newReadStream(f.cn, f.offset, -1, 1, false)
+		f.ra = f.newReadStream(f.offset, -1, 1, false)
 	}
 	n, err := f.ra.read(p)
 	f.offset += int64(n)
@@ -315,7 +317,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	s := f.newReadStream(f.cn, off, off+int64(len(p)), f.c.opts.maxInflight, false)
+	s := f.newReadStream(off, off+int64(len(p)), f.c.opts.maxInflight, false)
 	defer s.close()
 	n, err := io.ReadFull(readerFunc(s.read), p)
 	if err == io.ErrUnexpectedEOF {
@@ -367,7 +369,7 @@ func (f *File) writeAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	ws := f.newWriteStream(f.cn, off)
+	ws := f.newWriteStream(off)
 	n, err := ws.copyFrom(&sliceReader{b: p})
 	return int(n), err
 }
@@ -395,7 +397,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	ws := f.newWriteStream(f.cn, f.offset)
+	ws := f.newWriteStream(f.offset)
 	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
 	f.offset += n
 	return n, err
@@ -410,7 +412,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	s := f.newReadStream(f.cn, f.offset, -1, f.c.opts.maxInflight, true)
+	s := f.newReadStream(f.offset, -1, f.c.window(), true)
 	defer s.close()
 	n, err := s.writeTo(w) // remote failures come back as *fs.PathError, w's bare
 	f.offset += n

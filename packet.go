@@ -117,7 +117,9 @@ type ProtocolError struct {
 	Reason error
 }
 
-func (e *ProtocolError) Error() string { return "sftp: protocol error in " + e.Op + ": " + e.Reason.Error() }
+func (e *ProtocolError) Error() string {
+	return "sftp: protocol error in " + e.Op + ": " + e.Reason.Error()
+}
 func (e *ProtocolError) Unwrap() error { return e.Reason }
 
 func protoErr(op string, format string, args ...any) *ProtocolError {

@@ -370,7 +370,13 @@ func (c *Client) HomeDir(ctx context.Context) (string, error) {
 		s, err := c.nameCall(ctx, extHomeDirectory, func(id uint32) []byte {
 			return appendExtended(nil, id, extHomeDirectory, "")
 		})
-		return s, pathErr("homedir", "~", err)
+		// The empty name means "the current user", but some OpenSSH releases (9.2
+		// among them) look it up with getpwnam("") and answer FAILURE. expand-path of
+		// "~" still answers there, so a refusal is no reason to give up.
+		var se *StatusError
+		if !errors.As(err, &se) || !c.hasExt(extExpandPath) {
+			return s, pathErr("homedir", "~", err)
+		}
 	}
 	if c.hasExt(extExpandPath) {
 		return c.RealPath(ctx, "~")

@@ -8,12 +8,12 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The transfer engine. A readStream keeps a window of READs in flight over one
-// channel and yields the data in offset order; a writeStream keeps a window of WRITEs in
-// flight. Neither starts goroutines: each registers one reply channel, with room for
-// every request it keeps in flight, for all of its requests, and the caller's goroutine
-// sends and collects. So the channel's reader never blocks, and memory is bounded by
-// the window whatever the file size.
+// The transfer engine. A readStream keeps a window of READs in flight and yields the
+// data in offset order; a writeStream (upload.go) keeps a window of WRITEs in flight.
+// Neither starts goroutines to move data: each collects every reply of the transfer,
+// from every lane (stripe.go), on one Go channel with room for all it keeps in flight,
+// and the caller's goroutine sends and collects. So no channel's reader ever blocks,
+// and memory is bounded by the window whatever the file size.
 
 // segment is received data not yet consumed; it keeps the reply (and so its pooled
 // buffer) alive until then.
@@ -23,12 +23,25 @@ type segment struct {
 }
 
 type readReq struct {
-	off int64
-	n   int
+	off  int64
+	n    int
+	lane *lane
 	// capGuess is set on a READ for the rest of a short DATA: the length that DATA
 	// had. If this READ gets data too, the short one was the server's read cap, not
 	// the end of the file.
 	capGuess int
+}
+
+var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
+
+// window is how many requests a transfer keeps in flight: the configured depth, and
+// enough per lane to fill a 2 MiB channel window when striping.
+func (c *Client) window() int {
+	w := c.opts.maxInflight
+	if c.opts.channels > 1 && c.openChannel != nil {
+		w = max(w, c.opts.channels*12)
+	}
+	return w
 }
 
 // readStream reads a file sequentially from an offset.
@@ -36,9 +49,7 @@ type readReq struct {
 // Window rule: requests in flight plus segments held never exceed win, so a slow or
 // missing reply cannot make held data grow without bound.
 type readStream struct {
-	f     *File
-	cn    *conn
-	ch    chan response
+	lanes
 	size  int   // bytes per READ; lowered when the server returns less than asked
 	next  int64 // offset of the next byte to yield
 	issue int64 // offset of the next READ to send
@@ -59,24 +70,29 @@ type readStream struct {
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
-// READ: its size keeps small files from being read far past their end, at no extra
-// round trip; a server that refuses it just leaves the hint unknown.
-func (f *File) newReadStream(cn *conn, off, limit int64, win int, stat bool) *readStream {
+// READ: its size keeps small files from being read far past their end and tells
+// whether to stripe, at no extra round trip; a server that refuses it just leaves the
+// hint unknown.
+func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
+	max := f.c.window()
 	s := &readStream{
-		f: f, cn: cn, size: f.c.readSize(), next: off, issue: off, limit: limit,
-		win: win, max: f.c.opts.maxInflight,
-		ch:   make(chan response, f.c.opts.maxInflight+1),
-		reqs: make(map[uint32]readReq, f.c.opts.maxInflight),
-		segs: make(map[int64]segment, f.c.opts.maxInflight),
+		lanes: f.newLanes(max, sshfx.FlagRead),
+		size:  f.c.readSize(), next: off, issue: off, limit: limit,
+		win: min(win, max), max: max,
+		reqs: make(map[uint32]readReq, max),
+		segs: make(map[int64]segment, max),
 		eof:  -1, hint: -1,
 	}
 	if stat {
-		id := cn.newID()
-		if err := cn.send(id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
+		id := f.cn.newID()
+		if err := f.cn.send(id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
 			s.fail(off, err)
 		} else {
 			s.statID = id
 		}
+	}
+	if limit-off >= stripeMin {
+		s.stripe()
 	}
 	return s
 }
@@ -119,29 +135,32 @@ func (s *readStream) fill() {
 			return
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
-		if !s.sendRead(s.issue, n) {
+		if !s.send(readReq{off: s.issue, n: n}) {
 			return
 		}
 		s.issue += int64(n)
+		if s.issue-s.next >= stripeMin && s.hint < 0 {
+			s.stripe() // no size known, but it is turning out large
+		}
 	}
 }
 
-func (s *readStream) sendRead(off int64, n int) bool {
-	return s.sendReadReq(readReq{off: off, n: n})
-}
-
-func (s *readStream) sendReadReq(req readReq) bool {
-	id := s.cn.newID()
-	s.pkt = appendRead(s.pkt[:0], id, s.f.handle, uint64(req.off), uint32(req.n))
-	if err := s.cn.send(id, s.pkt, s.ch); err != nil {
+func (s *readStream) send(req readReq) bool {
+	req.lane = s.pick()
+	cn := req.lane.cn
+	id := cn.newID()
+	s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
+	if err := cn.send(id, s.pkt, s.ch); err != nil {
 		s.fail(req.off, err)
 		return false
 	}
+	req.lane.out++
 	s.reqs[id] = req
 	return true
 }
 
-// more waits for one reply and files it. It reports false when nothing is in flight.
+// more waits for one event (a reply, a new lane, or Close) and handles it. It reports
+// false when nothing is in flight, so waiting would block forever.
 func (s *readStream) more() bool {
 	if len(s.reqs) == 0 && s.statID == 0 {
 		return false
@@ -149,30 +168,28 @@ func (s *readStream) more() bool {
 	select {
 	case r := <-s.ch:
 		s.handle(r)
-	case <-s.cn.done:
-		select {
-		case r := <-s.ch:
-			s.handle(r)
-		default:
-			s.fail(s.next, s.cn.err)
-			s.forget()
-		}
+	case l := <-s.joins:
+		s.join(l)
 	case <-s.f.ctx.Done():
 		s.fail(s.next, errFileClosed)
-		s.forget()
+		s.abandon()
 	}
 	return true
 }
 
-var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
-
 func (s *readStream) handle(r response) {
 	if r.id == s.statID {
 		s.statID = 0
-		if a, err := decodeAttrs("FSTAT", &r); err == nil && a.Has(sshfx.AttrSize) {
-			s.hint = int64(min(a.Size, 1<<62))
-		} else {
-			s.cn.check(err) // a refused FSTAT is fine; a malformed one is not
+		if r.err == nil {
+			a, err := decodeAttrs("FSTAT", &r)
+			if err == nil && a.Has(sshfx.AttrSize) {
+				s.hint = int64(min(a.Size, 1<<62))
+				if s.hint-s.next >= stripeMin {
+					s.stripe()
+				}
+			} else {
+				s.f.cn.check(err) // a refused FSTAT is fine; a malformed one is not
+			}
 		}
 		r.release()
 		return
@@ -183,6 +200,12 @@ func (s *readStream) handle(r response) {
 		return
 	}
 	delete(s.reqs, r.id)
+	req.lane.out--
+	cn := req.lane.cn
+	if r.err != nil { // the lane's channel died: the transfer fails with it
+		s.fail(req.off, r.err)
+		return
+	}
 	if r.typ != sshfx.TypeData {
 		err := otherReply("READ", &r, sshfx.TypeData)
 		r.release()
@@ -192,7 +215,7 @@ func (s *readStream) handle(r response) {
 			}
 			return
 		}
-		s.fail(req.off, s.cn.check(err))
+		s.fail(req.off, cn.check(err))
 		return
 	}
 	data, err := decodeData(&r)
@@ -203,7 +226,7 @@ func (s *readStream) handle(r response) {
 	}
 	if err != nil {
 		r.release()
-		s.fail(req.off, s.cn.check(err))
+		s.fail(req.off, cn.check(err))
 		return
 	}
 	s.segs[req.off] = segment{data: data, resp: r}
@@ -219,7 +242,7 @@ func (s *readStream) handle(r response) {
 		// known only from that READ's answer, so nothing is learned yet.
 		end := req.off + int64(got)
 		if end < s.stopAt() {
-			s.sendReadReq(readReq{off: end, n: req.n - got, capGuess: got})
+			s.send(readReq{off: end, n: req.n - got, capGuess: got})
 		}
 	}
 }
@@ -289,139 +312,28 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 	}
 }
 
-// forget abandons everything in flight: late replies are dropped by the reader.
-func (s *readStream) forget() {
-	ids := make([]uint32, 0, len(s.reqs)+1)
-	for id := range s.reqs {
-		ids = append(ids, id)
+// abandon forgets everything in flight: late replies are dropped by the reader.
+func (s *readStream) abandon() {
+	ids := make(map[*lane][]uint32, len(s.all))
+	for id, req := range s.reqs {
+		ids[req.lane] = append(ids[req.lane], id)
 	}
 	if s.statID != 0 {
-		ids = append(ids, s.statID)
+		ids[s.all[0]] = append(ids[s.all[0]], s.statID)
 	}
 	clear(s.reqs)
 	s.statID = 0
-	s.cn.forget(ids, s.ch)
+	s.forget(ids)
 }
 
-// close releases what the stream holds. It does not wait for replies in flight.
+// close releases what the stream holds and closes the handles it opened.
 func (s *readStream) close() {
-	s.forget()
+	s.abandon()
+	s.finish() // errors closing a read handle change nothing for the caller
 	s.cur.resp.release()
 	s.cur = segment{}
 	for off, seg := range s.segs {
 		seg.resp.release()
 		delete(s.segs, off)
 	}
-}
-
-// writeStream writes sequentially from an offset with a window of WRITEs in flight.
-type writeStream struct {
-	f     *File
-	cn    *conn
-	ch    chan response
-	start int64
-	reqs  map[uint32]readReq
-	err   error // first failed WRITE (lowest offset), at errAt
-	errAt int64
-}
-
-func (f *File) newWriteStream(cn *conn, off int64) *writeStream {
-	return &writeStream{
-		f: f, cn: cn, start: off,
-		ch:   make(chan response, f.c.opts.maxInflight),
-		reqs: make(map[uint32]readReq, f.c.opts.maxInflight),
-	}
-}
-
-// copyFrom reads src straight into WRITE packets (the header is reserved in front, so
-// the payload is never copied again) until src ends or a WRITE fails. It returns the
-// bytes the server acknowledged from the start offset, all before the first failure.
-func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
-	c := ws.f.c
-	size := c.limits.MaxWrite
-	off := ws.start
-	var srcErr error
-	for ws.err == nil {
-		if len(ws.reqs) >= c.opts.maxInflight && !ws.more() {
-			break
-		}
-		if ws.err != nil {
-			break
-		}
-		bp := c.dataBuf()
-		id := ws.cn.newID()
-		hdr := len(appendWriteHeader((*bp)[:0], id, ws.f.handle, uint64(off), size))
-		n, err := io.ReadFull(src, (*bp)[hdr:hdr+size])
-		if n > 0 {
-			if n < size { // the last piece: rewrite the header for its real length
-				appendWriteHeader((*bp)[:0], id, ws.f.handle, uint64(off), n)
-			}
-			if serr := ws.cn.send(id, (*bp)[:hdr+n], ws.ch); serr != nil {
-				ws.fail(off, serr)
-			} else {
-				ws.reqs[id] = readReq{off: off, n: n}
-			}
-			off += int64(n)
-		}
-		c.dataPool.Put(bp)
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			srcErr = err
-			break
-		}
-	}
-	for ws.more() {
-	}
-	if ws.err != nil {
-		return ws.errAt - ws.start, ws.f.err("write", ws.err)
-	}
-	return off - ws.start, srcErr
-}
-
-func (ws *writeStream) fail(at int64, err error) {
-	if ws.err == nil || at < ws.errAt {
-		ws.err, ws.errAt = err, at
-	}
-}
-
-// more waits for one acknowledgement; false when nothing is in flight.
-func (ws *writeStream) more() bool {
-	if len(ws.reqs) == 0 {
-		return false
-	}
-	var r response
-	select {
-	case r = <-ws.ch:
-	case <-ws.cn.done:
-		select {
-		case r = <-ws.ch:
-		default:
-			ws.abort(ws.cn.err)
-			return false
-		}
-	case <-ws.f.ctx.Done():
-		ws.abort(errFileClosed)
-		return false
-	}
-	req := ws.reqs[r.id]
-	delete(ws.reqs, r.id)
-	if err := expectStatus("WRITE", &r); err != nil {
-		ws.fail(req.off, ws.cn.check(err))
-	}
-	r.release()
-	return true
-}
-
-// abort gives up on every WRITE in flight. Whether they landed is unknown, so the
-// failure is placed at the lowest of them: nothing from there on is reported written.
-func (ws *writeStream) abort(err error) {
-	ids := make([]uint32, 0, len(ws.reqs))
-	for id, req := range ws.reqs {
-		ids = append(ids, id)
-		ws.fail(req.off, err)
-	}
-	clear(ws.reqs)
-	ws.cn.forget(ids, ws.ch)
 }

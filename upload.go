@@ -1,0 +1,161 @@
+package sftp
+
+import (
+	"io"
+	"os"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// writeStream writes sequentially from an offset with a window of WRITEs in flight,
+// spread over the transfer's lanes.
+type writeStream struct {
+	lanes
+	start int64
+	max   int
+	reqs  map[uint32]readReq
+	err   error // first failed WRITE (lowest offset), at errAt
+	errAt int64
+}
+
+func (f *File) newWriteStream(off int64) *writeStream {
+	max := f.c.window()
+	return &writeStream{
+		// Siblings open WRITE only: the caller's open already created or truncated the
+		// file, and a second TRUNC would destroy what other lanes wrote.
+		lanes: f.newLanes(max, sshfx.FlagWrite),
+		start: off, max: max,
+		reqs: make(map[uint32]readReq, max),
+	}
+}
+
+// sizeOf guesses how much src will yield, to stripe from the first byte when it is
+// large; -1 when unknown (then striping starts once the transfer has gone far enough).
+func sizeOf(src io.Reader) int64 {
+	switch r := src.(type) {
+	case *sliceReader:
+		return int64(len(r.b))
+	case *io.LimitedReader:
+		return r.N
+	case *os.File:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			if off, err := r.Seek(0, io.SeekCurrent); err == nil {
+				return st.Size() - off
+			}
+		}
+	}
+	return -1
+}
+
+// copyFrom reads src straight into WRITE packets (the header is reserved in front, so
+// the payload is never copied again) until src ends or a WRITE fails. It returns the
+// bytes the server acknowledged from the start offset, all before the first failure;
+// remote failures come back as *fs.PathError, src's bare.
+func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
+	c := ws.f.c
+	size := c.limits.MaxWrite
+	off := ws.start
+	if sizeOf(src) >= stripeMin {
+		ws.stripe()
+	}
+	var srcErr error
+	for ws.err == nil {
+		if len(ws.reqs) >= ws.max && !ws.more() {
+			break
+		}
+		if ws.err != nil {
+			break
+		}
+		// Take in lanes that finished opening, without waiting for them.
+		for done := false; !done; {
+			select {
+			case l := <-ws.joins:
+				ws.join(l)
+			default:
+				done = true
+			}
+		}
+		l := ws.pick()
+		bp := c.dataBuf()
+		id := l.cn.newID()
+		hdr := len(appendWriteHeader((*bp)[:0], id, l.handle, uint64(off), size))
+		n, err := io.ReadFull(src, (*bp)[hdr:hdr+size])
+		if n > 0 {
+			if n < size { // the last piece: rewrite the header for its real length
+				appendWriteHeader((*bp)[:0], id, l.handle, uint64(off), n)
+			}
+			if serr := l.cn.send(id, (*bp)[:hdr+n], ws.ch); serr != nil {
+				ws.fail(off, serr)
+			} else {
+				l.out++
+				ws.reqs[id] = readReq{off: off, n: n, lane: l}
+			}
+			off += int64(n)
+			if off-ws.start >= stripeMin {
+				ws.stripe()
+			}
+		}
+		c.dataPool.Put(bp)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			srcErr = err
+			break
+		}
+	}
+	for ws.more() {
+	}
+	// A failed CLOSE of a sibling handle may be the only report of a lost write.
+	if err := ws.finish(); err != nil {
+		ws.fail(ws.start, err)
+	}
+	if ws.err != nil {
+		return ws.errAt - ws.start, ws.f.err("write", ws.err)
+	}
+	return off - ws.start, srcErr
+}
+
+func (ws *writeStream) fail(at int64, err error) {
+	if ws.err == nil || at < ws.errAt {
+		ws.err, ws.errAt = err, at
+	}
+}
+
+// more waits for one acknowledgement (taking in new lanes meanwhile); false when
+// nothing is in flight.
+func (ws *writeStream) more() bool {
+	for len(ws.reqs) > 0 {
+		select {
+		case r := <-ws.ch:
+			req := ws.reqs[r.id]
+			delete(ws.reqs, r.id)
+			req.lane.out--
+			if r.err != nil {
+				ws.fail(req.off, r.err)
+			} else if err := expectStatus("WRITE", &r); err != nil {
+				ws.fail(req.off, req.lane.cn.check(err))
+			}
+			r.release()
+			return true
+		case l := <-ws.joins:
+			ws.join(l)
+		case <-ws.f.ctx.Done():
+			ws.abort(errFileClosed)
+			return false
+		}
+	}
+	return false
+}
+
+// abort gives up on every WRITE in flight. Whether they landed is unknown, so the
+// failure is placed at the lowest of them: nothing from there on is reported written.
+func (ws *writeStream) abort(err error) {
+	ids := make(map[*lane][]uint32, len(ws.all))
+	for id, req := range ws.reqs {
+		ids[req.lane] = append(ids[req.lane], id)
+		ws.fail(req.off, err)
+	}
+	clear(ws.reqs)
+	ws.forget(ids)
+}
