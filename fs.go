@@ -1,0 +1,316 @@
+package sftp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// FS returns a read-only view of the server's file system as an fs.FS, rooted at the
+// server's start directory: the name "a/b" is the remote path "a/b" relative to it,
+// and "." is the start directory itself. The result also implements fs.StatFS,
+// fs.ReadDirFS, fs.ReadFileFS, fs.ReadLinkFS and fs.SubFS.
+//
+// fs.FS methods take no context, so every call runs under context.Background(): it
+// ends when the server answers or the Client is closed, never earlier. Use the
+// Client's own methods where a call must be bounded.
+//
+// Errors are *fs.PathError carrying the fs name, not the remote path. As with
+// os.DirFS, symbolic links are followed wherever the server follows them, so the view
+// is no barrier against links that lead out of it. Opening a named pipe fails with
+// an error matching errors.ErrUnsupported: the server would block in open(2) until a
+// writer appeared, stalling every request of the session meanwhile.
+func (c *Client) FS() fs.FS { return &remoteFS{c: c} }
+
+// remoteFS names remote files relative to the start directory instead of resolving it
+// to an absolute path: the server resolves relative paths against it anyway, and this
+// costs no round trip and survives a start directory that cannot be resolved.
+type remoteFS struct {
+	c    *Client
+	root string // "" for the start directory, else a valid fs name below it
+}
+
+var (
+	_ fs.StatFS     = (*remoteFS)(nil)
+	_ fs.ReadDirFS  = (*remoteFS)(nil)
+	_ fs.ReadFileFS = (*remoteFS)(nil)
+	_ fs.ReadLinkFS = (*remoteFS)(nil)
+	_ fs.SubFS      = (*remoteFS)(nil)
+)
+
+var errNamedPipe = fmt.Errorf("sftp: opening a named pipe would block the server: %w", errors.ErrUnsupported)
+
+// maxPrealloc bounds the buffer ReadFile allocates up front from the size the server
+// reports, so a sparse or misreported size cannot allocate on its own; past it the
+// buffer grows with the data actually received.
+const maxPrealloc = 64 << 20
+
+// remote checks name and returns the remote path for it.
+func (f *remoteFS) remote(op, name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	p := name
+	switch {
+	case f.root == "":
+	case name == ".":
+		p = f.root
+	default:
+		p = f.root + "/" + name
+	}
+	// A leading "~" is a plain character in an fs name, but some servers expand it
+	// as a home directory; "./" keeps it literal everywhere.
+	if strings.HasPrefix(p, "~") {
+		p = "./" + p
+	}
+	return p, nil
+}
+
+// relabel turns an error from a Client call on a remote path into one about the fs
+// name, keeping what the server or the connection said.
+func relabel(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := err.(*fs.PathError); ok {
+		err = pe.Err
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// Open opens name for reading. A directory yields an fs.ReadDirFile; a regular file
+// yields an fs.File that is also an io.ReaderAt, io.Seeker and io.WriterTo, so
+// io.Copy from it keeps many READs in flight.
+func (f *remoteFS) Open(name string) (fs.File, error) {
+	ctx := context.Background()
+	p, err := f.remote("open", name)
+	if err != nil {
+		return nil, err
+	}
+	// STAT first, since an OPEN cannot tell a directory apart (OpenSSH's server opens
+	// one without complaint) and would hang on a named pipe.
+	fi, err := f.c.Stat(ctx, p)
+	if err != nil {
+		return nil, relabel("open", name, err)
+	}
+	switch {
+	case fi.IsDir():
+		return &fsDir{c: f.c, name: name, remote: p}, nil
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errNamedPipe}
+	}
+	file, err := f.c.Open(ctx, p)
+	if err != nil {
+		return nil, relabel("open", name, err)
+	}
+	return &fsFile{f: file, name: name}, nil
+}
+
+// Stat returns information about name, following symbolic links.
+func (f *remoteFS) Stat(name string) (fs.FileInfo, error) {
+	p, err := f.remote("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.c.Stat(context.Background(), p)
+	return fi, relabel("stat", name, err)
+}
+
+// Lstat returns information about name without following a final symbolic link.
+func (f *remoteFS) Lstat(name string) (fs.FileInfo, error) {
+	p, err := f.remote("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.c.Lstat(context.Background(), p)
+	return fi, relabel("lstat", name, err)
+}
+
+// ReadLink returns the target of the symbolic link name exactly as stored, which may
+// be absolute on the server or relative to the link's directory.
+func (f *remoteFS) ReadLink(name string) (string, error) {
+	p, err := f.remote("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	s, err := f.c.Readlink(context.Background(), p)
+	return s, relabel("readlink", name, err)
+}
+
+// ReadDir returns the entries of the directory name sorted by name.
+func (f *remoteFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	p, err := f.remote("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := f.c.ReadDir(context.Background(), p)
+	return entries, relabel("readdir", name, err)
+}
+
+// ReadFile returns the contents of name, read with many READs in flight.
+func (f *remoteFS) ReadFile(name string) ([]byte, error) {
+	ctx := context.Background()
+	p, err := f.remote("open", name)
+	if err != nil {
+		return nil, err
+	}
+	// The STAT costs what an FSTAT would, and keeps a directory or a named pipe from
+	// ever being opened.
+	fi, err := f.c.Stat(ctx, p)
+	if err != nil {
+		return nil, relabel("open", name, err)
+	}
+	switch {
+	case fi.IsDir():
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errNamedPipe}
+	}
+	file, err := f.c.Open(ctx, p)
+	if err != nil {
+		return nil, relabel("open", name, err)
+	}
+	// The data is complete once WriteTo returns; as with os.ReadFile, a failed close
+	// of a read-only handle does not make it wrong.
+	defer file.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, min(fi.Size(), maxPrealloc)))
+	if _, err := file.WriteTo(buf); err != nil {
+		return nil, relabel("read", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Sub returns the view of the subtree at dir. Like os.DirFS it does not check that dir
+// exists: calls on the result fail instead.
+func (f *remoteFS) Sub(dir string) (fs.FS, error) {
+	if !fs.ValidPath(dir) {
+		return nil, &fs.PathError{Op: "sub", Path: dir, Err: fs.ErrInvalid}
+	}
+	if dir == "." {
+		return f, nil
+	}
+	root := dir
+	if f.root != "" {
+		root = f.root + "/" + dir
+	}
+	return &remoteFS{c: f.c, root: root}, nil
+}
+
+// fsFile is an open regular file of a remoteFS. It exposes the read side of *File
+// only: the handle is read-only, and the fs.File contract has no writes.
+type fsFile struct {
+	f    *File
+	name string // fs name; f.Name() is the remote path
+}
+
+// err relabels the File's own errors with the fs name. Errors of a WriteTo
+// destination come back bare or with their own path, and are left alone.
+func (f *fsFile) err(err error) error {
+	if pe, ok := err.(*fs.PathError); ok && pe.Path == f.f.Name() && f.name != pe.Path {
+		return &fs.PathError{Op: pe.Op, Path: f.name, Err: pe.Err}
+	}
+	return err
+}
+
+func (f *fsFile) Stat() (fs.FileInfo, error) {
+	fi, err := f.f.Stat()
+	return fi, f.err(err)
+}
+
+func (f *fsFile) Read(p []byte) (int, error) {
+	n, err := f.f.Read(p)
+	return n, f.err(err)
+}
+
+func (f *fsFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.f.ReadAt(p, off)
+	return n, f.err(err)
+}
+
+func (f *fsFile) Seek(offset int64, whence int) (int64, error) {
+	n, err := f.f.Seek(offset, whence)
+	return n, f.err(err)
+}
+
+func (f *fsFile) WriteTo(w io.Writer) (int64, error) {
+	n, err := f.f.WriteTo(w)
+	return n, f.err(err)
+}
+
+func (f *fsFile) Close() error { return f.err(f.f.Close()) }
+
+// fsDir is an open directory of a remoteFS. It holds no handle: the first ReadDir
+// lists the whole directory (OPENDIR, READDIRs, CLOSE) so that entries come sorted,
+// and later calls hand out the rest of that listing.
+type fsDir struct {
+	c      *Client
+	name   string
+	remote string
+
+	mu      sync.Mutex
+	listed  bool
+	entries []fs.DirEntry // not yet returned
+	closed  bool
+}
+
+func (d *fsDir) Stat() (fs.FileInfo, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, &fs.PathError{Op: "stat", Path: d.name, Err: fs.ErrClosed}
+	}
+	fi, err := d.c.Stat(context.Background(), d.remote)
+	return fi, relabel("stat", d.name, err)
+}
+
+func (d *fsDir) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.name, Err: syscall.EISDIR}
+}
+
+// ReadDir returns the next n entries in name order, or all that remain when n <= 0.
+// With n > 0 it returns io.EOF once none remain; with n <= 0, an empty slice and nil.
+func (d *fsDir) ReadDir(n int) ([]fs.DirEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, &fs.PathError{Op: "readdir", Path: d.name, Err: fs.ErrClosed}
+	}
+	if !d.listed {
+		entries, err := d.c.ReadDir(context.Background(), d.remote)
+		if err != nil {
+			return nil, relabel("readdir", d.name, err)
+		}
+		d.entries, d.listed = entries, true
+	}
+	if n <= 0 {
+		out := d.entries
+		d.entries = nil
+		return out, nil
+	}
+	if len(d.entries) == 0 {
+		return nil, io.EOF
+	}
+	n = min(n, len(d.entries))
+	out := d.entries[:n:n]
+	d.entries = d.entries[n:]
+	return out, nil
+}
+
+// Close forgets the listing. A second Close returns an error matching fs.ErrClosed,
+// as os.File does.
+func (d *fsDir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return &fs.PathError{Op: "close", Path: d.name, Err: fs.ErrClosed}
+	}
+	d.closed, d.entries = true, nil
+	return nil
+}
