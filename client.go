@@ -193,29 +193,56 @@ func newClient(opts []Option) (*Client, error) {
 }
 
 // openSession opens one session channel running the sftp subsystem and does INIT.
+// x/crypto's session calls take no context, so they run in a goroutine the caller
+// stops waiting for when ctx ends; a session that opens after that is closed.
 func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
-	sess, err := sc.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("sftp: opening a session: %w", err)
+	type opened struct {
+		sess *ssh.Session
+		r    io.Reader
+		w    io.WriteCloser
+		err  error
 	}
-	w, err := sess.StdinPipe()
-	if err == nil {
-		var r io.Reader
-		r, err = sess.StdoutPipe()
-		if err == nil {
-			if err = sess.RequestSubsystem("sftp"); err == nil {
-				// Closing the session makes sshd close the channel, which ends the
-				// reader's Read with EOF, so Close can wait for the reader.
-				return newConn(ctx, r, w, sess.Close, true, &c.dataPool)
-			}
-			err = fmt.Errorf("sftp: starting the sftp subsystem: %w", err)
+	done := make(chan opened, 1)
+	go func() {
+		var o opened
+		o.sess, o.err = sc.NewSession()
+		if o.err != nil {
+			o.err = fmt.Errorf("sftp: opening a session: %w", o.err)
+			done <- o
+			return
 		}
+		if o.w, o.err = o.sess.StdinPipe(); o.err == nil {
+			if o.r, o.err = o.sess.StdoutPipe(); o.err == nil {
+				if o.err = o.sess.RequestSubsystem("sftp"); o.err != nil {
+					o.err = fmt.Errorf("sftp: starting the sftp subsystem: %w", o.err)
+				}
+			}
+		}
+		if o.err != nil {
+			o.sess.Close()
+		}
+		done <- o
+	}()
+	var o opened
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.err == nil {
+				o.sess.Close()
+			}
+		}()
+		return nil, fmt.Errorf("sftp: opening a session: %w", ctx.Err())
 	}
-	sess.Close()
-	return nil, err
+	if o.err != nil {
+		return nil, o.err
+	}
+	// Closing the session makes sshd close the channel, which ends the reader's Read
+	// with EOF, so Close can wait for the reader.
+	return newConn(ctx, o.r, o.w, o.sess.Close, true, &c.dataPool)
 }
 
 // start finishes construction: records extensions and negotiates sizes.

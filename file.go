@@ -317,6 +317,12 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	// Random access means the sequential read-ahead is guessing wrong: stop it rather
+	// than let it hold buffers and keep the server busy.
+	if f.mu.TryLock() {
+		f.dropReadAhead()
+		f.mu.Unlock()
+	}
 	s := f.newReadStream(off, off+int64(len(p)), f.c.opts.maxInflight, false)
 	defer s.close()
 	n, err := io.ReadFull(readerFunc(s.read), p)
