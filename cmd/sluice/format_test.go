@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSummary(t *testing.T) {
+	t.Parallel()
+	put := &transfer{op: "put", local: "big.bin", remote: "/tmp/x"}
+	require.Equal(t, "put big.bin -> /tmp/x: 1073741824 bytes in 2.31 s, 443.3 MiB/s",
+		summary(put, 1<<30, 2310*time.Millisecond))
+	get := &transfer{op: "get", local: "here", remote: "there"}
+	require.Equal(t, "get there -> here: 0 bytes in 0.00 s, 0.0 MiB/s", summary(get, 0, 0))
+
+	// The reporter measures from start to done with its clock.
+	var buf bytes.Buffer
+	rep := newReporter(&buf)
+	clock := time.Unix(1000, 0)
+	rep.now = func() time.Time { return clock }
+	began := rep.start(get)
+	clock = clock.Add(time.Second)
+	rep.done(get, 3<<20, began)
+	require.Equal(t, "get there -> here: 3145728 bytes in 1.00 s, 3.0 MiB/s\n", buf.String())
+}
+
+func TestModeString(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		m    fs.FileMode
+		want string
+	}{
+		{0o644, "-rw-r--r--"},
+		{fs.ModeDir | 0o755, "drwxr-xr-x"},
+		{fs.ModeSymlink | 0o777, "lrwxrwxrwx"},
+		{fs.ModeNamedPipe | 0o600, "prw-------"},
+		{fs.ModeSocket | 0o700, "srwx------"},
+		{fs.ModeDevice | fs.ModeCharDevice | 0o666, "crw-rw-rw-"},
+		{fs.ModeDevice | 0o660, "brw-rw----"},
+		{fs.ModeSetuid | 0o755, "-rwsr-xr-x"},
+		{fs.ModeSetuid | 0o644, "-rwSr--r--"},
+		{fs.ModeSetgid | 0o2750, "-rwxr-s---"},
+		{fs.ModeDir | fs.ModeSticky | 0o777, "drwxrwxrwt"},
+		{fs.ModeDir | fs.ModeSticky | 0o776, "drwxrwxrwT"},
+		{0, "----------"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, modeString(tt.m), "mode %v", tt.m)
+	}
+}
+
+func TestLsTime(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2024, 6, 15, 12, 0, 0, 0, time.Local)
+	require.Equal(t, "Jun  1 09:30", lsTime(time.Date(2024, 6, 1, 9, 30, 0, 0, time.Local), now))
+	require.Equal(t, "Jan  2  2023", lsTime(time.Date(2023, 1, 2, 9, 30, 0, 0, time.Local), now))
+	require.Equal(t, "Jul  4  2024", lsTime(time.Date(2024, 7, 4, 0, 0, 0, 0, time.Local), now), "future: the year")
+	require.Len(t, lsTime(time.Time{}, now), len("Jan  2  2023"))
+}
+
+func TestPrintLongAligns(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	mt := time.Date(2020, 3, 4, 5, 6, 0, 0, time.Local)
+	err := printLong(&buf, []listEntry{
+		{fakeInfo{size: 5, mode: 0o600, mtime: mt}, "a"},
+		{fakeInfo{size: 123456, mode: fs.ModeDir | 0o755, mtime: mt}, "dir"},
+	}, mt.AddDate(0, 1, 0))
+	require.NoError(t, err)
+	require.Equal(t, "-rw-------      5 Mar  4 05:06 a\ndrwxr-xr-x 123456 Mar  4 05:06 dir\n", buf.String())
+}
+
+type fakeInfo struct {
+	size  int64
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+func (f fakeInfo) Name() string       { return "fake" }
+func (f fakeInfo) Size() int64        { return f.size }
+func (f fakeInfo) Mode() fs.FileMode  { return f.mode }
+func (f fakeInfo) ModTime() time.Time { return f.mtime }
+func (f fakeInfo) IsDir() bool        { return f.mode.IsDir() }
+func (f fakeInfo) Sys() any           { return nil }

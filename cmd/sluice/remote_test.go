@@ -1,0 +1,75 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseRemote(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    remote
+		wantErr string // substring; "" means success
+	}{
+		// Bare paths: no ':' before the first '/'.
+		{in: "file.txt", want: remote{Path: "file.txt"}},
+		{in: "/abs/path", want: remote{Path: "/abs/path"}},
+		{in: "./a:b", want: remote{Path: "./a:b"}},
+		{in: "dir/x:y", want: remote{Path: "dir/x:y"}},
+		{in: "a@b", want: remote{Path: "a@b"}},
+		{in: "user@/path", want: remote{Path: "user@/path"}},
+		{in: "@foo", want: remote{Path: "@foo"}},
+
+		// Host and path.
+		{in: "host:path", want: remote{Host: "host", Path: "path"}},
+		{in: "host:/abs", want: remote{Host: "host", Path: "/abs"}},
+		{in: "host:.", want: remote{Host: "host", Path: "."}},
+		{in: "example.com:dir/a:b", want: remote{Host: "example.com", Path: "dir/a:b"}},
+		{in: "alice@host:/x", want: remote{User: "alice", Host: "host", Path: "/x"}},
+		{in: "host:/a@b", want: remote{Host: "host", Path: "/a@b"}},
+		{in: "127.0.0.1:/tmp/x", want: remote{Host: "127.0.0.1", Path: "/tmp/x"}},
+
+		// Port.
+		{in: "host:2222:/tmp/x", want: remote{Host: "host", Port: 2222, Path: "/tmp/x"}},
+		{in: "root@127.0.0.1:2222:rel", want: remote{User: "root", Host: "127.0.0.1", Port: 2222, Path: "rel"}},
+		{in: "host:./2222:x", want: remote{Host: "host", Path: "./2222:x"}},
+		{in: "host:2222", want: remote{Host: "host", Path: "2222"}}, // no second ':' -> a path
+		{in: "host:22a:x", want: remote{Host: "host", Path: "22a:x"}},
+
+		// IPv6 in brackets.
+		{in: "[::1]:/tmp/x", want: remote{Host: "::1", Path: "/tmp/x"}},
+		{in: "[::1]:2222:/tmp/x", want: remote{Host: "::1", Port: 2222, Path: "/tmp/x"}},
+		{in: "root@[fe80::1%eth0]:22:p", want: remote{User: "root", Host: "fe80::1%eth0", Port: 22, Path: "p"}},
+
+		// Errors.
+		{in: "", wantErr: "empty REMOTE"},
+		{in: "host:", wantErr: "missing path"},
+		{in: "user@host:", wantErr: "missing path"},
+		{in: "host:2222:", wantErr: "missing path"},
+		{in: "[::1]:", wantErr: "missing path"},
+		{in: ":path", wantErr: "missing host"},
+		{in: "user@:path", wantErr: "missing host"},
+		{in: "@host:path", wantErr: "empty user"},
+		{in: "host:0:/x", wantErr: "out of range"},
+		{in: "host:65536:/x", wantErr: "out of range"},
+		{in: "host:99999999999999999999:/x", wantErr: "out of range"},
+		{in: "[::1", wantErr: "missing ']'"},
+		{in: "[]:/x", wantErr: "empty host"},
+		{in: "[::1]/x", wantErr: "want ':'"},
+	}
+	for _, tt := range tests {
+		got, err := parseRemote(tt.in)
+		if tt.wantErr != "" {
+			require.ErrorContains(t, err, tt.wantErr, "input %q", tt.in)
+			continue
+		}
+		require.NoError(t, err, "input %q", tt.in)
+		require.Equal(t, tt.want, got, "input %q", tt.in)
+		// String writes the syntax back so that it parses to the same thing.
+		again, err := parseRemote(got.String())
+		require.NoError(t, err, "reparse of %q", got.String())
+		require.Equal(t, got, again, "reparse of %q", got.String())
+	}
+}
