@@ -71,8 +71,9 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[uint32]chan<- response // guarded by mu; nil once failed
 
-	done       chan struct{} // closed by fail
-	err        error         // set before done is closed; read only after <-done
+	bg         sync.WaitGroup // closeOrphan goroutines started by the reader
+	done       chan struct{}  // closed by fail
+	err        error          // set before done is closed; read only after <-done
 	failOnce   sync.Once
 	readerDone chan struct{}
 }
@@ -198,6 +199,9 @@ func (c *conn) readVersion(hdr []byte) error {
 	}
 	body := make([]byte, n-1)
 	if _, err := io.ReadFull(c.r, body); err != nil {
+		if err == io.EOF { // the header came, so the stream ended inside the packet
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("reading VERSION: %w", err)
 	}
 	exts, err := decodeVersion(body)
@@ -257,12 +261,33 @@ func (c *conn) dispatch(resp response) bool {
 		resp.release()
 		c.fail(protoErr("reply", "%v for request id %d, which is not outstanding", resp.typ, resp.id))
 		return false
-	case ch == nil:
-		resp.release() // the waiter gave up on it
+	case ch == nil: // the waiter gave up on it
+		if resp.typ == sshfx.TypeHandle {
+			// Sending is no job for the reader (a full window would stall it), so the
+			// CLOSE goes out from a goroutine that close waits for.
+			h := orphanHandle(&resp)
+			c.bg.Add(1)
+			go func() { defer c.bg.Done(); c.closeOrphan(h) }()
+		}
+		resp.release()
 		return true
 	}
 	ch <- resp
 	return true
+}
+
+// orphanHandle copies the handle out of a HANDLE reply nobody waits for any more.
+func orphanHandle(r *response) string {
+	d := sshfx.NewDecoder(r.body)
+	return d.String()
+}
+
+// closeOrphan closes a handle the server opened for a request whose waiter gave up
+// (a cancelled OPEN or OPENDIR): without it the server would keep it open for the
+// rest of the session. Its reply is dropped.
+func (c *conn) closeOrphan(h string) {
+	id := c.newID()
+	c.send(id, appendString1(nil, sshfx.TypeClose, id, h), nil)
 }
 
 // newID returns a fresh request id.
@@ -311,7 +336,7 @@ func (c *conn) wait(ctx context.Context, id uint32, ch <-chan response) (respons
 
 // abandon forgets a request whose reply is still due, so the reader drops it. If the
 // reader already took it out of pending, the reply is on its way to ch: take it and
-// release its buffer.
+// release its buffer. Either way a HANDLE that comes back is closed (closeOrphan).
 func (c *conn) abandon(id uint32, ch <-chan response) {
 	c.mu.Lock()
 	if _, ok := c.pending[id]; ok {
@@ -322,6 +347,9 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	c.mu.Unlock()
 	select {
 	case r := <-ch:
+		if r.err == nil && r.typ == sshfx.TypeHandle {
+			c.closeOrphan(orphanHandle(&r))
+		}
 		r.release()
 	case <-c.done:
 	}
@@ -387,6 +415,7 @@ func (c *conn) waitReader() {
 func (c *conn) close() {
 	c.fail(errClientClosed)
 	c.waitReader()
+	c.bg.Wait()
 }
 
 // failed reports the error that killed the connection, or nil.

@@ -60,6 +60,11 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	}
 	var srcErr error
 	for ws.err == nil {
+		if ws.f.ctx.Err() != nil { // closed: stop at once, not when the window is full
+			ws.abort(errFileClosed)
+			ws.fail(off, errFileClosed)
+			break
+		}
 		if len(ws.reqs) >= ws.max && !ws.more() {
 			break
 		}

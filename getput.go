@@ -1,0 +1,557 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// Get and Put move a file or a whole tree between the local file system and the
+// server. The data goes through File.WriteTo and File.ReadFrom, so it is pipelined (and
+// striped, for large files) exactly as those are; what this file adds is naming, atomic
+// replacement, resumption, metadata and cancellation around them.
+
+// partSuffix marks a file still being written. The name is fixed rather than random so
+// that Resume can find what an interrupted transfer left.
+const partSuffix = ".sluice-part"
+
+const defaultParallel = 16
+
+type transferOptions struct {
+	recursive bool
+	resume    bool
+	preserve  bool
+	fsync     bool
+	parallel  int
+	progress  func(Progress)
+}
+
+// TransferOption configures Get and Put. Each checks its value, so a bad one fails the
+// call before anything is touched.
+type TransferOption func(*transferOptions) error
+
+// Recursive lets Get and Put copy a directory and everything below it. Directories are
+// created first; then files move with up to Parallel of them in flight. Symbolic links
+// inside the tree are recreated as links with the same target, not followed (like
+// cp -r); a link given as the source itself is followed. Other special files (devices,
+// FIFOs, sockets) are skipped, and so are files named *.sluice-part, which are this
+// package's own unfinished transfers. A remote directory entry whose name could escape
+// the destination (containing a slash, or "." or "..") fails the Get.
+//
+// Without Recursive a directory source is an error.
+func Recursive() TransferOption {
+	return func(o *transferOptions) error { o.recursive = true; return nil }
+}
+
+// Resume continues transfers that an earlier call left unfinished. Each file is
+// written under a part name first (".<name>.sluice-part" beside a remote destination,
+// "<name>.sluice-part" for a local one); with Resume, an existing part file is taken to
+// hold the source's first bytes and the transfer continues from its size. Only the part
+// file counts: a destination already present under its final name is copied again and
+// replaced. Nothing compares content, so a part file left by a different source gives a
+// wrong result; a part file larger than the source is an error.
+func Resume() TransferOption {
+	return func(o *transferOptions) error { o.resume = true; return nil }
+}
+
+// Preserve gives each copied file and directory its source's permission bits (with
+// setuid, setgid and sticky) and its access and modification times, in whole seconds
+// (all SFTP v3 carries). Symbolic links keep the times of their creation.
+//
+// Without Preserve, a new file gets its source's permission bits plus owner write
+// (so that Resume can reopen it), less the umask where it is created; a new directory
+// gets its source's bits plus owner rwx.
+func Preserve() TransferOption {
+	return func(o *transferOptions) error { o.preserve = true; return nil }
+}
+
+// Fsync flushes each file to stable storage before it is renamed into place: with
+// fsync@openssh.com for Put (a server without it fails the Put before anything moves)
+// and fsync(2) for Get. The rename itself is not flushed.
+func Fsync() TransferOption {
+	return func(o *transferOptions) error { o.fsync = true; return nil }
+}
+
+// Parallel sets how many files a tree transfer keeps in flight (default 16), and how
+// many directories it lists or creates at once. Files in flight each hold a remote
+// handle; the value is lowered to fit the server's limit on open handles when it
+// publishes one. A tree of small files is bound by round trips, not bandwidth, so it
+// gains from many in flight; large files gain less, each already fills the window.
+func Parallel(n int) TransferOption {
+	return func(o *transferOptions) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("sftp: Parallel(%d): want 1 to 1024", n)
+		}
+		o.parallel = n
+		return nil
+	}
+}
+
+// OnProgress calls fn as files start, as data moves and as they finish (see Progress).
+// Calls never overlap, so fn needs no locking; they are made on the goroutines moving
+// data and are not throttled, so fn should be quick (a display would throttle itself).
+// fn may cancel the call's context.
+func OnProgress(fn func(Progress)) TransferOption {
+	return func(o *transferOptions) error {
+		if fn == nil {
+			return errors.New("sftp: OnProgress(nil)")
+		}
+		o.progress = fn
+		return nil
+	}
+}
+
+// transfer is one Get or Put call.
+type transfer struct {
+	c   *Client
+	o   transferOptions
+	rep *reporter
+}
+
+func (c *Client) newTransfer(opts []TransferOption) (*transfer, error) {
+	t := &transfer{c: c, o: transferOptions{parallel: defaultParallel}}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&t.o); err != nil {
+			return nil, err
+		}
+	}
+	// Leave half the server's handles to whatever else shares the Client.
+	if h := c.limits.MaxOpenHandles; h > 0 {
+		t.o.parallel = max(1, min(t.o.parallel, h/2))
+	}
+	t.rep = newReporter(t.o.progress)
+	return t, nil
+}
+
+var (
+	errNeedRecursive = errors.New("sftp: is a directory (use Recursive to copy trees)")
+	errNotRegular    = errors.New("sftp: not a regular file or directory")
+)
+
+// Get copies the remote file or, with Recursive, directory to local. When local is an
+// existing directory the copy goes inside it under the source's base name, as with cp;
+// otherwise local is the copy's name. Each file is written to a part file and renamed
+// into place only once complete, so an existing file is replaced whole or not at all.
+// On failure a part file holding data stays for Resume; one with none is removed.
+//
+// When ctx ends, transfers in flight stop promptly, their remote handles are closed,
+// and Get returns an error matching ctx.Err(). With Recursive, the first failure stops
+// the rest the same way and is returned.
+func (c *Client) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
+	t, err := c.newTransfer(opts)
+	if err != nil {
+		return err
+	}
+	fi, err := c.Stat(ctx, remote)
+	if err != nil {
+		return err
+	}
+	dst := local
+	if lfi, err := os.Stat(local); err == nil && lfi.IsDir() {
+		dst = filepath.Join(local, path.Base(remote))
+	}
+	if fi.IsDir() {
+		if !t.o.recursive {
+			return pathErr("get", remote, errNeedRecursive)
+		}
+		return t.getTree(ctx, remote, dst, fi)
+	}
+	if !fi.Mode().IsRegular() {
+		return pathErr("get", remote, errNotRegular)
+	}
+	t.rep.plan(1, remoteSize(fi))
+	return pathErr("get", remote, t.getFile(ctx, remote, dst, fi))
+}
+
+// Put copies the local file or, with Recursive, directory to remote. When remote is an
+// existing directory the copy goes inside it under the source's base name, as with cp;
+// otherwise remote is the copy's name. Each file is uploaded under a part name in its
+// destination directory and renamed over the destination (posix-rename@openssh.com, so
+// an existing file is replaced atomically) only after all its data, its metadata and
+// the handle's close succeeded. On failure a part file holding data stays for Resume;
+// one with none is removed.
+//
+// Cancellation and failures behave as for Get.
+func (c *Client) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {
+	t, err := c.newTransfer(opts)
+	if err != nil {
+		return err
+	}
+	if t.o.fsync && !c.hasExt(extFsync) {
+		return pathErr("put", local, errUnsupportedExt(extFsync))
+	}
+	fi, err := os.Stat(local)
+	if err != nil {
+		return err
+	}
+	dst := remote
+	rfi, err := c.Stat(ctx, remote)
+	switch {
+	case err == nil && rfi.IsDir():
+		dst = path.Join(remote, filepath.Base(local))
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if fi.IsDir() {
+		if !t.o.recursive {
+			return pathErr("put", local, errNeedRecursive)
+		}
+		return t.putTree(ctx, local, dst, fi)
+	}
+	if !fi.Mode().IsRegular() {
+		return pathErr("put", local, errNotRegular)
+	}
+	t.rep.plan(1, fi.Size())
+	return pathErr("put", local, t.putFile(ctx, local, dst, fi))
+}
+
+// watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
+// cancelled ctx reaches a WriteTo or ReadFrom in progress. It cancels rather than
+// closes f: the caller's own Close then sends the CLOSE and waits for it, so the remote
+// handle is gone by the time Get or Put returns. The returned stop waits for a
+// cancellation already under way, so no goroutine outlives the file.
+func watch(ctx context.Context, f *File) (stop func()) {
+	fired := make(chan struct{})
+	unhook := context.AfterFunc(ctx, func() { f.cancel(); close(fired) })
+	return func() {
+		if !unhook() {
+			<-fired
+		}
+	}
+}
+
+// stopped reports an error that a cancelled ctx caused (by cancelling the file, which
+// surfaces as fs.ErrClosed) as the ctx error, the one a caller can act on.
+func stopped(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if err == nil || cerr == nil {
+		return err
+	}
+	if err == cerr || errors.Is(err, fs.ErrClosed) && !errors.Is(err, cerr) {
+		return fmt.Errorf("sftp: %w", cerr)
+	}
+	return err
+}
+
+// openRemote opens a remote file for a transfer. The OPEN is not cancelled by ctx: a
+// handle whose OPEN reply is abandoned would stay open on the server with nobody to
+// close it. It is one round trip; ctx is checked before and after.
+func (t *transfer) openRemote(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sftp: %w", err)
+	}
+	f, err := t.c.OpenFile(context.WithoutCancel(ctx), name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sftp: %w", err)
+	}
+	return f, nil
+}
+
+// getFile copies the remote regular file src, described by fi, to the local path dst.
+func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+	size := remoteSize(fi)
+	part := dst + partSuffix
+	var off int64
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if t.o.resume {
+		pfi, serr := os.Lstat(part)
+		switch {
+		case serr == nil && !pfi.Mode().IsRegular():
+			return pathErr("resume", part, errNotRegular)
+		case serr == nil:
+			if off = pfi.Size(); size >= 0 && off > size {
+				return partTooLong(part, off, size)
+			}
+			flag = os.O_WRONLY
+		case !errors.Is(serr, fs.ErrNotExist):
+			return serr
+		}
+	}
+	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(part, flag, createPerm(fi.Mode(), remoteHasPerm(fi)))
+	if err != nil {
+		f.Close()
+		return err
+	}
+	p := t.rep.start(src, dst, off, size)
+	defer func() { p.end(err) }()
+
+	var n int64
+	stop := watch(ctx, f)
+	// Checked here too because the watch acts from another goroutine: a ctx that
+	// ended already (say from a progress callback) must not let data through first.
+	if err = ctx.Err(); err == nil {
+		n, err = receive(f, lf, off, p)
+	}
+	stop()
+	// Free the handle before the local work. A read handle's CLOSE reports nothing
+	// that matters to data already received.
+	f.Close()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = t.finishLocal(lf, part, fi)
+	}
+	if err != nil {
+		lf.Close()
+		if off == 0 && n == 0 {
+			os.Remove(part)
+		}
+		return stopped(ctx, err)
+	}
+	return os.Rename(part, dst)
+}
+
+// receive writes f from off into lf, the part file.
+func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+	if off > 0 {
+		if _, err := lf.Seek(off, io.SeekStart); err != nil {
+			return 0, err
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return 0, err
+		}
+	}
+	if p == nil {
+		return f.WriteTo(lf)
+	}
+	return f.WriteTo(&progressWriter{w: lf, p: p})
+}
+
+// finishLocal sets the metadata of a complete local part file, syncs and closes it.
+func (t *transfer) finishLocal(lf *os.File, part string, fi fs.FileInfo) error {
+	if t.o.preserve {
+		if err := lf.Chmod(fi.Mode() & modeBits); err != nil {
+			return err
+		}
+		if at, mt, ok := remoteTimes(fi); ok {
+			if err := os.Chtimes(part, at, mt); err != nil {
+				return err
+			}
+		}
+	}
+	if t.o.fsync {
+		if err := lf.Sync(); err != nil {
+			return err
+		}
+	}
+	return lf.Close()
+}
+
+// putFile copies the local regular file src, described by fi, to the remote path dst.
+func (t *transfer) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+	lf, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	part := remotePart(dst)
+	var off int64
+	var f *File
+	if t.o.resume {
+		pfi, serr := t.c.Lstat(ctx, part)
+		switch {
+		case serr == nil && !pfi.Mode().IsRegular():
+			return pathErr("resume", part, errNotRegular)
+		case serr == nil:
+			if off = pfi.Size(); off > fi.Size() {
+				return partTooLong(part, off, fi.Size())
+			}
+			// WRITE only: the part's bytes are kept, and a server that refuses
+			// read-write opens still allows it.
+			if f, err = t.openRemote(ctx, part, os.O_WRONLY, 0); err != nil {
+				return err
+			}
+		case !errors.Is(serr, fs.ErrNotExist):
+			return serr
+		}
+	}
+	if f == nil {
+		flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if f, err = t.openRemote(ctx, part, flag, createPerm(fi.Mode(), true)); err != nil {
+			return err
+		}
+	}
+	stop := watch(ctx, f)
+	p := t.rep.start(src, dst, off, fi.Size())
+	defer func() { p.end(err) }()
+	var n int64
+	if err = ctx.Err(); err == nil { // as in getFile
+		err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+	}
+	stop()
+	if cerr := f.Close(); err == nil {
+		// The server may report a failed write only now, when the file is closed.
+		err = cerr
+	}
+	if err != nil {
+		t.keepPart(ctx, part, off+n)
+		return stopped(ctx, err)
+	}
+	return t.c.Rename(ctx, part, dst)
+}
+
+// keepPart leaves a failed upload's part file holding exactly its acknowledged
+// prefix, or removes it when that is empty. WRITEs given up on may still have landed,
+// out of order across striped channels, leaving a hole before data that Resume would
+// take as sent; the handle's close has let every such WRITE land, so cutting the file
+// now keeps only what is known to be there. Best effort, and done even when ctx has
+// ended: each is one round trip.
+func (t *transfer) keepPart(ctx context.Context, part string, acked int64) {
+	ctx = context.WithoutCancel(ctx)
+	if acked == 0 {
+		t.c.Remove(ctx, part)
+		return
+	}
+	t.c.Truncate(ctx, part, acked)
+}
+
+// sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
+// the bytes the server acknowledged.
+func (t *transfer) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+	if off > 0 {
+		if _, err := lf.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+	}
+	var err error
+	if p == nil {
+		*n, err = f.ReadFrom(lf)
+	} else {
+		// The engine learns a source's size from an *os.File or an *io.LimitedReader,
+		// to stripe a large upload from its first byte; the counting wrapper would
+		// hide it. So the size known goes on a LimitedReader, and whatever lies past
+		// it (a file still growing) follows in a second ReadFrom, as cp would copy it.
+		pr := &progressReader{r: lf, p: p}
+		*n, err = f.ReadFrom(&io.LimitedReader{R: pr, N: max(fi.Size()-off, 0)})
+		if err == nil {
+			var more int64
+			more, err = f.ReadFrom(pr)
+			*n += more
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sftp: %w", err)
+	}
+	if t.o.preserve {
+		// Mode and times in one FSETSTAT, before the sync so that it covers them.
+		a, err := preserveAttrs(fi.Mode(), localAtime(fi), fi.ModTime())
+		if err != nil {
+			return err
+		}
+		if err := f.setstat(a); err != nil {
+			return f.err("setstat", err)
+		}
+	}
+	if t.o.fsync {
+		return f.Sync()
+	}
+	return nil
+}
+
+// preserveAttrs is the SETSTAT that gives a remote file mode and times.
+func preserveAttrs(mode fs.FileMode, atime, mtime time.Time) (*sshfx.Attrs, error) {
+	a, err := timesAttrs(atime, mtime)
+	if err != nil {
+		return nil, err
+	}
+	a.Flags |= sshfx.AttrPermissions
+	a.Permissions = toUnixPerm(mode)
+	return a, nil
+}
+
+// remotePart is the name a remote file is uploaded under before the rename. It is
+// hidden, so listings of the directory do not show it as a finished file.
+func remotePart(dst string) string {
+	return path.Join(path.Dir(dst), "."+path.Base(dst)+partSuffix)
+}
+
+func partTooLong(part string, have, size int64) error {
+	return pathErr("resume", part, fmt.Errorf("sftp: part file has %d bytes, more than the %d-byte source", have, size))
+}
+
+// modeBits is what Preserve copies of a mode.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// createPerm is the mode a new file is created with: the source's permission bits,
+// plus owner write so that Resume can reopen the part file.
+func createPerm(mode fs.FileMode, known bool) fs.FileMode {
+	if !known {
+		return 0o666
+	}
+	return mode.Perm() | 0o200
+}
+
+func remoteAttrs(fi fs.FileInfo) *FileAttrs {
+	if a, ok := fi.Sys().(*FileAttrs); ok {
+		return a
+	}
+	return &FileAttrs{}
+}
+
+// remoteSize is the size the server sent, or -1 when it sent none.
+func remoteSize(fi fs.FileInfo) int64 {
+	if remoteAttrs(fi).Flags&uint32(sshfx.AttrSize) == 0 {
+		return -1
+	}
+	return fi.Size()
+}
+
+func remoteHasPerm(fi fs.FileInfo) bool {
+	return remoteAttrs(fi).Flags&uint32(sshfx.AttrPermissions) != 0
+}
+
+func remoteTimes(fi fs.FileInfo) (atime, mtime time.Time, ok bool) {
+	a := remoteAttrs(fi)
+	return a.ATime, a.MTime, a.Flags&uint32(sshfx.AttrACModTime) != 0
+}
+
+// localAtime digs the access time out of a local FileInfo. The field is Atim on Linux
+// and most Unixes and Atimespec on Darwin and some BSDs, both {Sec, Nsec}; reading it
+// by name works on each without a build-tagged file per platform. Where there is no
+// such field (Windows), the modification time stands in.
+func localAtime(fi fs.FileInfo) time.Time {
+	v := reflect.ValueOf(fi.Sys())
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() == reflect.Struct {
+		for _, name := range []string{"Atim", "Atimespec"} {
+			ts := v.FieldByName(name)
+			if !ts.IsValid() || ts.Kind() != reflect.Struct {
+				continue
+			}
+			sec, nsec := ts.FieldByName("Sec"), ts.FieldByName("Nsec")
+			if sec.IsValid() && nsec.IsValid() && sec.CanInt() && nsec.CanInt() {
+				return time.Unix(sec.Int(), nsec.Int())
+			}
+		}
+	}
+	return fi.ModTime()
+}

@@ -1,0 +1,150 @@
+package sftp
+
+import (
+	"io"
+	"sync"
+)
+
+// Progress is one report from a Get or Put given OnProgress. Each file yields a first
+// report when it starts, one per piece of data moved, and a last one with Done or Err
+// set.
+type Progress struct {
+	Path string // the file's source path (remote for Get, local for Put)
+	Dest string // where it goes, under its final name
+
+	// Bytes of this file done so far. A resumed file starts at the part file's size.
+	// For Put it counts bytes handed to the transfer, which runs up to one window of
+	// WRITEs ahead of the server's acknowledgements.
+	Bytes int64
+	Size  int64 // the file's size, or -1 when the server did not say
+	Done  bool  // the file is complete and in place under its final name
+	Err   error // set on a file's last report when it failed
+
+	TotalBytes int64 // Bytes summed over every file started so far
+	TotalSize  int64 // the sizes of all files summed, or -1 when one is unknown
+	Files      int   // files completed
+	FilesTotal int   // files the call moves; known from the start, as trees are listed first
+	InProgress int   // files started and not yet completed or failed
+
+	// Files are regular files: directories and symbolic links in a tree are made
+	// without reports and are not counted.
+
+}
+
+// reporter serialises Progress calls: every call happens with mu held, so a callback
+// needs no locking of its own even though files move in parallel. A nil *reporter
+// (no OnProgress) does nothing.
+type reporter struct {
+	fn func(Progress)
+
+	mu         sync.Mutex
+	totalBytes int64
+	totalSize  int64
+	files      int
+	filesTotal int
+	inProgress int
+}
+
+func newReporter(fn func(Progress)) *reporter {
+	if fn == nil {
+		return nil
+	}
+	return &reporter{fn: fn}
+}
+
+// plan records what the call will move, before any file starts.
+func (r *reporter) plan(files int, size int64) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.filesTotal, r.totalSize = files, size
+	r.mu.Unlock()
+}
+
+// fileProgress is the running count of one file.
+type fileProgress struct {
+	r          *reporter
+	path, dest string
+	bytes      int64
+	size       int64
+}
+
+// start reports a file beginning with off bytes already in place (from a part file).
+func (r *reporter) start(path, dest string, off, size int64) *fileProgress {
+	if r == nil {
+		return nil
+	}
+	p := &fileProgress{r: r, path: path, dest: dest, bytes: off, size: size}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inProgress++
+	r.totalBytes += off
+	r.emit(p)
+	return p
+}
+
+func (p *fileProgress) add(n int) {
+	if p == nil || n <= 0 {
+		return
+	}
+	r := p.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.bytes += int64(n)
+	r.totalBytes += int64(n)
+	r.emit(p)
+}
+
+// end reports the file's outcome; err nil means it is in place.
+func (p *fileProgress) end(err error) {
+	if p == nil {
+		return
+	}
+	r := p.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inProgress--
+	if err == nil {
+		r.files++
+	}
+	pr := r.snapshot(p)
+	pr.Done, pr.Err = err == nil, err
+	r.fn(pr)
+}
+
+// emit calls the callback; r.mu must be held.
+func (r *reporter) emit(p *fileProgress) { r.fn(r.snapshot(p)) }
+
+func (r *reporter) snapshot(p *fileProgress) Progress {
+	return Progress{
+		Path: p.path, Dest: p.dest, Bytes: p.bytes, Size: p.size,
+		TotalBytes: r.totalBytes, TotalSize: r.totalSize,
+		Files: r.files, FilesTotal: r.filesTotal, InProgress: r.inProgress,
+	}
+}
+
+// progressWriter counts what File.WriteTo hands to the local file. It only forwards
+// Write: WriteTo never looks for anything else on its writer.
+type progressWriter struct {
+	w io.Writer
+	p *fileProgress
+}
+
+func (pw *progressWriter) Write(b []byte) (int, error) {
+	n, err := pw.w.Write(b)
+	pw.p.add(n)
+	return n, err
+}
+
+// progressReader counts what File.ReadFrom takes from the local file.
+type progressReader struct {
+	r io.Reader
+	p *fileProgress
+}
+
+func (pr *progressReader) Read(b []byte) (int, error) {
+	n, err := pr.r.Read(b)
+	pr.p.add(n)
+	return n, err
+}

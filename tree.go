@@ -1,0 +1,360 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Tree transfers. A tree is listed whole before any data moves, so the file count and
+// total size are known from the first progress report; then its directories are
+// created, parents first; then its files and links move, Parallel at a time. On a
+// tree of small files the cost is round trips, not bytes: listing, creating and
+// copying all keep several requests in flight rather than paying one at a time.
+
+// treeEntry is one thing a tree transfer copies.
+type treeEntry struct {
+	src, dst string
+	info     fs.FileInfo
+	target   string // of a local symbolic link, read during the walk
+}
+
+type treePlan struct {
+	dirs  [][]treeEntry // by depth, dirs[0] holding the root: each level after its parents
+	files []treeEntry
+	links []treeEntry
+	size  int64 // all files' sizes summed, or -1 when one is unknown
+}
+
+func (pl *treePlan) addDir(depth int, e treeEntry) {
+	for len(pl.dirs) <= depth {
+		pl.dirs = append(pl.dirs, nil)
+	}
+	pl.dirs[depth] = append(pl.dirs[depth], e)
+}
+
+func (pl *treePlan) addFile(e treeEntry, size int64) {
+	pl.files = append(pl.files, e)
+	if size < 0 || pl.size < 0 {
+		pl.size = -1
+	} else {
+		pl.size += size
+	}
+}
+
+var errUnsafeName = errors.New("sftp: the server listed a name that is not a plain file name")
+
+// plainName reports whether a name from a remote listing names an entry of the local
+// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x".
+func plainName(name string) bool {
+	return name != "." && name != ".." && !strings.Contains(name, "/") &&
+		filepath.IsLocal(name) && filepath.Base(name) == name
+}
+
+// getTree copies the remote directory src, described by root, to the local path dst.
+func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
+	pl, err := t.walkRemote(ctx, src, dst, root)
+	if err != nil {
+		return err
+	}
+	t.rep.plan(len(pl.files), pl.size)
+	// Local directories cost no round trips: made one after another, parents first.
+	for depth, level := range pl.dirs {
+		for _, d := range level {
+			if err := mkdirLocal(d.dst, dirPerm(d.info.Mode(), remoteHasPerm(d.info)), depth == 0); err != nil {
+				return err
+			}
+		}
+	}
+	link := func(ctx context.Context, e treeEntry) error {
+		target, err := t.c.Readlink(ctx, e.src)
+		if err != nil {
+			return err
+		}
+		return symlinkLocal(target, e.dst)
+	}
+	if err := t.run(ctx, "get", pl, t.getFile, link); err != nil {
+		return err
+	}
+	if !t.o.preserve {
+		return nil
+	}
+	// Last, as creating files inside a directory changes its times, and a read-only
+	// mode would have stopped them being created.
+	for _, level := range pl.dirs {
+		for _, d := range level {
+			if err := os.Chmod(d.dst, d.info.Mode()&modeBits); err != nil {
+				return err
+			}
+			if at, mt, ok := remoteTimes(d.info); ok {
+				if err := os.Chtimes(d.dst, at, mt); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// walkRemote lists the remote tree level by level, listing the directories of each
+// level in parallel.
+func (t *transfer) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo) (*treePlan, error) {
+	pl := &treePlan{}
+	level := []treeEntry{{src: src, dst: dst, info: root}}
+	for len(level) > 0 {
+		pl.dirs = append(pl.dirs, level)
+		lists := make([][]fs.DirEntry, len(level))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(t.o.parallel)
+		for i, d := range level {
+			g.Go(func() error {
+				if err := gctx.Err(); err != nil {
+					return pathErr("get", d.src, fmt.Errorf("sftp: %w", err))
+				}
+				// Not cancelled midway: an OPENDIR whose reply is abandoned would leave
+				// a handle open on the server.
+				es, err := t.c.ReadDir(context.WithoutCancel(gctx), d.src)
+				lists[i] = es
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		var next []treeEntry
+		for i, d := range level {
+			for _, de := range lists[i] {
+				name := de.Name()
+				// The name becomes part of a local path: one that is not a plain name
+				// ("..", "a/b") would let the server write outside the destination.
+				if !plainName(name) {
+					return nil, pathErr("get", d.src+"/"+name, errUnsafeName)
+				}
+				info, err := de.Info()
+				if err != nil {
+					return nil, err
+				}
+				e := treeEntry{src: path.Join(d.src, name), dst: filepath.Join(d.dst, name), info: info}
+				switch mode := info.Mode(); {
+				case mode.IsDir():
+					next = append(next, e)
+				case mode&fs.ModeSymlink != 0:
+					pl.links = append(pl.links, e)
+				case mode.IsRegular() && !strings.HasSuffix(name, partSuffix):
+					pl.addFile(e, remoteSize(info))
+				}
+			}
+		}
+		level = next
+	}
+	return pl, nil
+}
+
+// putTree copies the local directory src, described by root, to the remote path dst.
+func (t *transfer) putTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
+	pl, err := walkLocal(src, dst, root)
+	if err != nil {
+		return err
+	}
+	t.rep.plan(len(pl.files), pl.size)
+	if err := t.c.MkdirAll(ctx, dst, dirPerm(root.Mode(), true)); err != nil {
+		return err
+	}
+	// A level's directories are made in parallel, once their parents exist.
+	for _, level := range pl.dirs[1:] {
+		err := t.each(ctx, level, func(ctx context.Context, d treeEntry) error {
+			return t.mkdirRemote(ctx, d.dst, dirPerm(d.info.Mode(), true))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	link := func(ctx context.Context, e treeEntry) error { return t.symlinkRemote(ctx, e.target, e.dst) }
+	if err := t.run(ctx, "put", pl, t.putFile, link); err != nil {
+		return err
+	}
+	if !t.o.preserve {
+		return nil
+	}
+	// Last, for the reasons given in getTree; the order among directories does not
+	// matter, as setting a directory's mode or times leaves its parent's alone.
+	for _, level := range pl.dirs {
+		err := t.each(ctx, level, func(ctx context.Context, d treeEntry) error {
+			a, err := preserveAttrs(d.info.Mode(), localAtime(d.info), d.info.ModTime())
+			if err != nil {
+				return pathErr("put", d.src, err)
+			}
+			return t.c.setstat(ctx, "setstat", d.dst, a)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkLocal lists the local tree. Symbolic links are not followed, but the root is, if
+// it is one.
+func walkLocal(src, dst string, root fs.FileInfo) (*treePlan, error) {
+	// WalkDir would list a root that is a link as just the link.
+	if fi, err := os.Lstat(src); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if src, err = filepath.EvalSymlinks(src); err != nil {
+			return nil, err
+		}
+	}
+	pl := &treePlan{}
+	pl.addDir(0, treeEntry{src: src, dst: dst, info: root})
+	err := filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || p == src {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		e := treeEntry{src: p, dst: path.Join(dst, rel), info: info}
+		switch typ := de.Type(); {
+		case typ.IsDir():
+			pl.addDir(strings.Count(rel, "/")+1, e)
+		case typ&fs.ModeSymlink != 0:
+			if e.target, err = os.Readlink(p); err != nil {
+				return err
+			}
+			pl.links = append(pl.links, e)
+		case typ.IsRegular() && !strings.HasSuffix(de.Name(), partSuffix):
+			pl.addFile(e, info.Size())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// run copies a tree's files and links with up to Parallel in flight. The first failure
+// cancels the rest and is returned, with the source path.
+func (t *transfer) run(ctx context.Context, op string, pl *treePlan,
+	file func(ctx context.Context, src, dst string, fi fs.FileInfo) error,
+	link func(ctx context.Context, e treeEntry) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(t.o.parallel)
+	for _, e := range pl.files {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return pathErr(op, e.src, file(gctx, e.src, e.dst, e.info)) })
+	}
+	for _, e := range pl.links {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return pathErr(op, e.src, link(gctx, e)) })
+	}
+	return ctxDone(ctx, g.Wait())
+}
+
+// each runs fn on every entry, Parallel at a time; the first failure cancels the rest.
+func (t *transfer) each(ctx context.Context, es []treeEntry, fn func(context.Context, treeEntry) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(t.o.parallel)
+	for _, e := range es {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return fn(gctx, e) })
+	}
+	return ctxDone(ctx, g.Wait())
+}
+
+// ctxDone makes a run that ctx cut short fail even when none of the work it started
+// did: work not started is not done.
+func ctxDone(ctx context.Context, err error) error {
+	if err == nil && ctx.Err() != nil {
+		return fmt.Errorf("sftp: %w", ctx.Err())
+	}
+	return err
+}
+
+// dirPerm is the mode a directory is created with: owner rwx is added, or the copy
+// could not fill it. Preserve sets the exact mode once it is full.
+func dirPerm(mode fs.FileMode, known bool) fs.FileMode {
+	if !known {
+		return 0o755
+	}
+	return mode.Perm() | 0o700
+}
+
+// mkdirLocal makes a local directory; one already there is fine. Only the root may
+// lack parents.
+func mkdirLocal(name string, perm fs.FileMode, root bool) error {
+	if root {
+		return os.MkdirAll(name, perm)
+	}
+	err := os.Mkdir(name, perm)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(name); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+// mkdirRemote makes a remote directory whose parent exists; one already there is fine.
+// Servers report an existing name with a generic failure, so ask rather than guess.
+func (t *transfer) mkdirRemote(ctx context.Context, name string, perm fs.FileMode) error {
+	err := t.c.Mkdir(ctx, name, perm)
+	if err != nil {
+		if fi, serr := t.c.Stat(ctx, name); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+// symlinkLocal makes dst a link to target, replacing a file or link already there,
+// through a part name so dst is never missing.
+func symlinkLocal(target, dst string) error {
+	err := os.Symlink(target, dst)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if fi, lerr := os.Lstat(dst); lerr != nil || fi.IsDir() {
+		return err
+	}
+	part := dst + partSuffix
+	os.Remove(part) // left by an earlier attempt, if at all
+	if err := os.Symlink(target, part); err != nil {
+		return err
+	}
+	return os.Rename(part, dst)
+}
+
+// symlinkRemote is symlinkLocal on the server.
+func (t *transfer) symlinkRemote(ctx context.Context, target, dst string) error {
+	err := t.c.Symlink(ctx, target, dst)
+	if err == nil {
+		return nil
+	}
+	if fi, lerr := t.c.Lstat(ctx, dst); lerr != nil || fi.IsDir() {
+		return err
+	}
+	part := remotePart(dst)
+	t.c.Remove(ctx, part) // left by an earlier attempt, if at all
+	if err := t.c.Symlink(ctx, target, part); err != nil {
+		return err
+	}
+	return t.c.Rename(ctx, part, dst)
+}
