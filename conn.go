@@ -42,13 +42,17 @@ func (r *response) release() {
 //   - a nil channel in pending marks a request whose waiter gave up: its late reply is
 //     dropped. A reply whose id is not in pending at all was never asked for, and is a
 //     protocol error;
-//   - packets are written whole under wmu, so concurrent senders never interleave;
+//   - packets are written whole while holding wsem, so concurrent senders never
+//     interleave; a request is entered in pending under wsem too, just before its
+//     write, so one that never went out is never waited for. Waiting for wsem honours
+//     ctx; a write already under way cannot be interrupted (x/crypto's channel Write
+//     takes no context) and ends only when the peer drains it or the conn is closed;
 //   - fail runs once: it sets err, delivers a response carrying err to every pending
 //     channel (each has room, by the rule above), closes done, then closes the
 //     transport. So a waiter that collects replies from several conns on one channel
 //     learns of any of them dying without selecting on each done.
 //
-// Lock order: mu and wmu are never held together.
+// Lock order: wsem before mu.
 type conn struct {
 	r      io.Reader
 	w      io.Writer
@@ -66,7 +70,7 @@ type conn struct {
 	// replies from several channels on one Go channel. Set before the first request.
 	ids    *atomic.Uint32
 	ownIDs atomic.Uint32
-	wmu    sync.Mutex // serialises Writes
+	wsem   chan struct{} // capacity 1: the right to write; see the invariants
 
 	mu      sync.Mutex
 	pending map[uint32]chan<- response // guarded by mu; nil once failed
@@ -106,6 +110,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 		r: r, w: w, closer: closer, waitRd: waitRd,
 		dataPool:   dataPool,
 		pending:    make(map[uint32]chan<- response),
+		wsem:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
@@ -119,7 +124,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 	}
 	versionc := make(chan error, 1)
 	go c.readLoop(versionc)
-	if _, err := c.write(appendInit(nil)); err != nil {
+	if err := c.write(ctx, appendInit(nil)); err != nil {
 		c.fail(fmt.Errorf("sending INIT: %w", err))
 		<-versionc
 		c.waitReader()
@@ -139,11 +144,28 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 	}
 }
 
-func (c *conn) write(pkt []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.w.Write(pkt)
+// write writes one whole packet, waiting its turn no longer than ctx allows.
+func (c *conn) write(ctx context.Context, pkt []byte) error {
+	if err := c.acquire(ctx); err != nil {
+		return err
+	}
+	defer c.release()
+	_, err := c.w.Write(pkt)
+	return err
 }
+
+func (c *conn) acquire(ctx context.Context) error {
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sftp: %w", ctx.Err())
+	case <-c.done:
+		return c.err
+	}
+}
+
+func (c *conn) release() { <-c.wsem }
 
 // readLoop is the only reader of c.r. It first reads VERSION and reports the outcome on
 // versionc, then dispatches replies until the transport fails.
@@ -287,14 +309,20 @@ func orphanHandle(r *response) string {
 // rest of the session. Its reply is dropped.
 func (c *conn) closeOrphan(h string) {
 	id := c.newID()
-	c.send(id, appendString1(nil, sshfx.TypeClose, id, h), nil)
+	c.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, h), nil)
 }
 
 // newID returns a fresh request id.
 func (c *conn) newID() uint32 { return c.ids.Add(1) }
 
-// send registers ch for id and writes pkt. ch must have room for the reply.
-func (c *conn) send(id uint32, pkt []byte, ch chan<- response) error {
+// send registers ch for id and writes pkt. ch must have room for the reply; a nil ch
+// means nobody waits and the reply is dropped. An error means the request did not go
+// out (nothing will arrive on ch for it), or the conn failed while writing it.
+func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- response) error {
+	if err := c.acquire(ctx); err != nil {
+		return err
+	}
+	defer c.release()
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
@@ -303,9 +331,9 @@ func (c *conn) send(id uint32, pkt []byte, ch chan<- response) error {
 	}
 	c.pending[id] = ch
 	c.mu.Unlock()
-	if _, err := c.write(pkt); err != nil {
+	if _, err := c.w.Write(pkt); err != nil {
+		// fail delivers the error reply to ch: the caller learns of it there.
 		c.fail(fmt.Errorf("write: %w", err))
-		return c.err
 	}
 	return nil
 }
@@ -381,7 +409,7 @@ func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error
 		return response{}, fmt.Errorf("sftp: %w", err)
 	}
 	ch := make(chan response, 1)
-	if err := c.send(id, pkt, ch); err != nil {
+	if err := c.send(ctx, id, pkt, ch); err != nil {
 		return response{}, err
 	}
 	return c.wait(ctx, id, ch)

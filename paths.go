@@ -144,11 +144,11 @@ func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
 	return cn.check(expectStatus("CLOSE", &r))
 }
 
-// closeHandle closes h on a path where an error is already being returned; it must
-// not block that return forever, but a handle is worth one round trip to free.
+// closeHandle closes h on a path where an error is already being returned: the CLOSE
+// goes out, but nobody waits for its reply, so that return is not held up.
 func (c *Client) closeHandle(cn *conn, h string) {
 	if cn.failed() == nil {
-		c.closeHandleCtx(context.Background(), cn, h)
+		cn.closeOrphan(h)
 	}
 }
 
@@ -371,10 +371,10 @@ func (c *Client) HomeDir(ctx context.Context) (string, error) {
 			return appendExtended(nil, id, extHomeDirectory, "")
 		})
 		// The empty name means "the current user", but some OpenSSH releases (9.2
-		// among them) look it up with getpwnam("") and answer FAILURE. expand-path of
-		// "~" still answers there, so a refusal is no reason to give up.
+		// among them) look it up with getpwnam("") and answer FAILURE. The other ways
+		// still answer there, so a refusal is no reason to give up.
 		var se *StatusError
-		if !errors.As(err, &se) || !c.hasExt(extExpandPath) {
+		if !errors.As(err, &se) {
 			return s, pathErr("homedir", "~", err)
 		}
 	}

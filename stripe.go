@@ -257,7 +257,7 @@ func (ls *lanes) finish() error {
 			continue
 		}
 		id := l.cn.newID()
-		if err := l.cn.send(id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
+		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
 			first = cmpErr(first, err)
 			continue
 		}

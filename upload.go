@@ -89,7 +89,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 			if n < size { // the last piece: rewrite the header for its real length
 				appendWriteHeader((*bp)[:0], id, l.handle, uint64(off), n)
 			}
-			if serr := l.cn.send(id, (*bp)[:hdr+n], ws.ch); serr != nil {
+			if serr := l.cn.send(ws.f.ctx, id, (*bp)[:hdr+n], ws.ch); serr != nil {
 				ws.fail(off, serr)
 			} else {
 				l.out++

@@ -1,0 +1,341 @@
+package sftp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const sftpServerPath = "/usr/lib/openssh/sftp-server"
+
+// testTimeout bounds every wait in these tests, so a hang fails the test instead of
+// stalling the run until go test's global timeout.
+const testTimeout = 2 * time.Minute
+
+// serverProc is an OpenSSH sftp-server child process speaking over pipes.
+type serverProc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	exited chan struct{} // closed once the process has been reaped
+	err    error         // cmd.Wait's result; read after <-exited
+
+	// Each Write of the client to the server puts a token on writeStarted as it starts
+	// and on writeDone as it ends (dropped when the channel is full: writeStarted holds
+	// one, writeDone enough to count a test's requests). Tests wait on them to know a
+	// request is on its way, where nothing else would tell them.
+	writeStarted, writeDone chan struct{}
+
+	onReply atomic.Pointer[chan error] // see stopAtNextReply
+}
+
+// drainWrites forgets the tokens of earlier writes.
+func (p *serverProc) drainWrites() {
+	for _, ch := range []chan struct{}{p.writeStarted, p.writeDone} {
+		for len(ch) > 0 {
+			<-ch
+		}
+	}
+}
+
+// await waits for n tokens on ch, failing the test rather than waiting forever.
+func await(t testing.TB, ch <-chan struct{}, n int, what string) {
+	t.Helper()
+	timeout := time.After(testTimeout)
+	for range n {
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// stop freezes the server with SIGSTOP and returns once the kernel reports it stopped,
+// so requests sent from then on stay unanswered until it is killed.
+func (p *serverProc) stop(t testing.TB) {
+	t.Helper()
+	require.NoError(t, p.stopNow())
+}
+
+// stopNow is stop for goroutines other than the test's. A stop is reported to a
+// waiter that asks for it (WUNTRACED) without reaping the process, so this does not
+// disturb cmd.Wait.
+func (p *serverProc) stopNow() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(p.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !ws.Stopped() {
+			return fmt.Errorf("sftp-server is not stopped: %v", ws)
+		}
+		return nil
+	}
+}
+
+// stopAtNextReply arranges for the server to be stopped as soon as the client
+// receives its next reply, before the client sees it: the server stalls right after
+// answering, say, an OPEN, so the requests that follow hang. The outcome is sent on the
+// returned channel.
+func (p *serverProc) stopAtNextReply() <-chan error {
+	done := make(chan error, 1)
+	p.onReply.Store(&done)
+	return done
+}
+
+// signalReader runs the stopAtNextReply hook on the client's side of the pipe.
+type signalReader struct {
+	r   io.ReadCloser
+	srv *serverProc
+}
+
+func (s *signalReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		if done := s.srv.onReply.Swap(nil); done != nil {
+			*done <- s.srv.stopNow()
+		}
+	}
+	return n, err
+}
+
+func (s *signalReader) Close() error { return s.r.Close() }
+
+type signalWriter struct {
+	w   io.WriteCloser
+	srv *serverProc
+}
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	notify(s.srv.writeStarted)
+	n, err := s.w.Write(p)
+	notify(s.srv.writeDone)
+	return n, err
+}
+
+func (s *signalWriter) Close() error { return s.w.Close() }
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// kill ends the server abruptly and waits until it is gone, so its end of the pipes is
+// closed by the time kill returns.
+func (p *serverProc) kill(t testing.TB) {
+	t.Helper()
+	_ = p.cmd.Process.Kill()
+	p.waitExit(t)
+}
+
+func (p *serverProc) waitExit(t testing.TB) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(testTimeout):
+		t.Fatalf("sftp-server did not exit within %v", testTimeout)
+	}
+}
+
+// newServerClient starts `sftp-server -e -d dir args...` and returns a Client talking to
+// it over pipes. Cleanup closes the Client, then waits for the server to exit.
+func newServerClient(t testing.TB, dir string, args ...string) *Client {
+	t.Helper()
+	c, _ := startServer(t, dir, nil, args...)
+	return c
+}
+
+// startServer is newServerClient with Client options and the process, for tests that
+// kill or stop the server.
+//
+// The pipes are made here rather than with cmd.StdoutPipe, because cmd.Wait closes the
+// pipes it made: a test that reaps a killed server must leave the Client's read end
+// open, so the Client sees the EOF a dead server really produces.
+func startServer(t testing.TB, dir string, opts []Option, args ...string) (*Client, *serverProc) {
+	t.Helper()
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Skipf("skipping: OpenSSH sftp-server is not installed at %s (apt-get install openssh-sftp-server): %v", sftpServerPath, err)
+	}
+	srvIn, toSrv, err := os.Pipe()
+	require.NoError(t, err)
+	fromSrv, srvOut, err := os.Pipe()
+	require.NoError(t, err)
+
+	p := &serverProc{
+		stderr: &lockedBuffer{}, exited: make(chan struct{}),
+		writeStarted: make(chan struct{}, 1), writeDone: make(chan struct{}, 1<<16),
+	}
+	p.cmd = exec.Command(sftpServerPath, append([]string{"-e", "-d", dir}, args...)...)
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = srvIn, srvOut, p.stderr
+	err = p.cmd.Start()
+	// The child has its own copies now; ours would keep the pipes open after it dies.
+	srvIn.Close()
+	srvOut.Close()
+	if err != nil {
+		toSrv.Close()
+		fromSrv.Close()
+		t.Fatalf("starting sftp-server: %v", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := NewClientPipe(ctx, &signalReader{r: fromSrv, srv: p}, &signalWriter{w: toSrv, srv: p}, opts...)
+	if err != nil {
+		toSrv.Close()
+		fromSrv.Close()
+		p.kill(t)
+		t.Fatalf("NewClientPipe: %v; sftp-server stderr:\n%s", err, p.stderr.String())
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Client.Close: %v", err)
+		}
+		// Closing its stdin makes a healthy server exit; one that is stopped or stuck
+		// is killed rather than waited for forever.
+		select {
+		case <-p.exited:
+		case <-time.After(testTimeout):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("sftp-server exit: %v; stderr:\n%s", p.err, p.stderr.String())
+		}
+	})
+	return c, p
+}
+
+// testCtx bounds a test's client calls.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// within runs f and fails the test if it does not return in time: for File methods,
+// which take no context.
+func within(t testing.TB, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		t.Fatalf("call did not return within %v", testTimeout)
+	}
+}
+
+// serverDir makes a fresh directory for a server to serve, with symlinks resolved so
+// paths the server reports compare equal.
+func serverDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	return d
+}
+
+// randBytes returns n reproducible pseudo-random bytes: a transfer that drops,
+// duplicates or reorders a chunk cannot produce them by accident.
+func randBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, uint64(n)))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	for i := n &^ 7; i < n; i++ {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func writeLocal(t testing.TB, name string, data []byte, perm os.FileMode) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(name, data, perm))
+	require.NoError(t, os.Chmod(name, perm)) // undo the umask
+}
+
+func readLocal(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return b
+}
+
+// localStat returns the raw stat of a local path, without following a final symlink.
+func localStat(t testing.TB, name string) *syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Lstat(name, &st))
+	return &st
+}
+
+// umask is the process umask, which sftp-server inherits and applies to what it
+// creates. Read from /proc because syscall.Umask can only read it by changing it.
+var umask = sync.OnceValue(func() os.FileMode {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0o022
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Umask:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+				return os.FileMode(m)
+			}
+		}
+	}
+	return 0o022
+})
+
+// lockedBuffer collects the server's stderr, written by exec's copying goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
