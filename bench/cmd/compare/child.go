@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sluicehq/sftp/internal/sshdtest"
+)
+
+// job is what the harness hands a child process: one transfer by one row.
+type job struct {
+	Row     string        `json:"row"`
+	Addr    string        `json:"addr"` // sshd, or the delay proxy in front of it
+	User    string        `json:"user"`
+	KeyFile string        `json:"key_file"`
+	HostKey string        `json:"host_key"` // authorized_keys format
+	Dir     direction     `json:"dir"`
+	Remote  string        `json:"remote"` // download source or upload destination
+	Local   string        `json:"local"`  // upload source
+	Size    int64         `json:"size"`
+	Timeout time.Duration `json:"timeout"`
+	Sluice  sluiceOptions `json:"sluice"`
+}
+
+// childResult is the child's one line of output.
+type childResult struct {
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"` // transfer only, after the SSH handshake
+}
+
+const childFlag = "-child="
+
+func childArg(args []string) (string, bool) {
+	if len(args) > 0 && strings.HasPrefix(args[0], childFlag) {
+		return strings.TrimPrefix(args[0], childFlag), true
+	}
+	return "", false
+}
+
+// childMain runs one transfer and prints a childResult; any failure goes to stderr with
+// a non-zero exit. The parent kills the child at the timeout; the context here only
+// bounds the calls that take one.
+func childMain(spec string) int {
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		fmt.Fprintln(os.Stderr, "child: bad job:", err)
+		return 2
+	}
+	r := findRow(j.Row)
+	if r == nil || r.transfer == nil {
+		fmt.Fprintf(os.Stderr, "child: no Go client row %q in this build\n", j.Row)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.Timeout)
+	defer cancel()
+	conn, err := dial(&j)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: dial:", err)
+		return 1
+	}
+	defer conn.Close()
+	start := time.Now()
+	n, err := r.transfer(ctx, conn, &j)
+	elapsed := time.Since(start)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "child: %s %s: %v (after %d bytes)\n", j.Row, j.Dir, err, n)
+		return 1
+	}
+	if n != j.Size {
+		fmt.Fprintf(os.Stderr, "child: %s %s moved %d bytes, want %d\n", j.Row, j.Dir, n, j.Size)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(childResult{Bytes: n, Seconds: elapsed.Seconds()}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// dial opens the child's SSH connection: key login, pinned host key, and the one cipher
+// every row uses.
+func dial(j *job) (*ssh.Client, error) {
+	keyPEM, err := os.ReadFile(j.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(j.HostKey))
+	if err != nil {
+		return nil, err
+	}
+	cfg := &ssh.ClientConfig{
+		User:              j.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback:   ssh.FixedHostKey(hostKey),
+		HostKeyAlgorithms: []string{hostKey.Type()},
+		Timeout:           30 * time.Second,
+	}
+	cfg.Ciphers = []string{sshdtest.CipherAES128GCM}
+	return ssh.Dial("tcp", j.Addr, cfg)
+}

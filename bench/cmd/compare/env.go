@@ -1,0 +1,177 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/sluicehq/sftp/internal/sshdtest"
+)
+
+// env is the server side of a run: a private sshd and its files in a tmpfs directory.
+type env struct {
+	work       string // holds sources, upload targets, known_hosts and the server log
+	sshd       *sshdtest.SSHD
+	hostKey    string   // authorized_keys format, for the children
+	knownHosts string   // for sftp(1): sshd and every proxy in front of it
+	hostAddrs  []string // the addresses knownHosts covers
+	log        *serverLog
+	sources    map[int64]string
+	onTmpfs    bool
+}
+
+func newEnv(root string) (*env, error) {
+	work, err := os.MkdirTemp(root, "sluice-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &env{work: work, sources: map[int64]string{}, onTmpfs: isTmpfs(work)}
+	e.log = &serverLog{path: filepath.Join(work, "sftp-server.log")}
+	// sftp-server at INFO logs one line per closed file with the bytes it read and wrote:
+	// the server's own account of every SFTP transfer, checked after each one.
+	e.sshd, err = sshdtest.StartSSHD(sshdtest.SSHDOptions{
+		SFTPServerArgs: []string{"-l", "INFO"},
+		SFTPServerLog:  e.log.path,
+		Ciphers:        []string{sshdtest.CipherAES128GCM},
+	})
+	if err != nil {
+		_ = os.RemoveAll(work)
+		return nil, err
+	}
+	e.hostKey = string(ssh.MarshalAuthorizedKey(e.sshd.HostKey))
+	e.knownHosts = filepath.Join(work, "known_hosts")
+	if err := e.addKnownHost(e.sshd.Addr); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	_ = e.sshd.Close()
+	_ = os.RemoveAll(e.work)
+}
+
+// addKnownHost lets sftp(1) accept sshd's host key at addr (a proxy's port), since
+// OpenSSH keys known_hosts entries by [host]:port.
+func (e *env) addKnownHost(addr string) error {
+	e.hostAddrs = append(e.hostAddrs, addr)
+	line := knownhosts.Line(e.hostAddrs, e.sshd.HostKey) + "\n"
+	return os.WriteFile(e.knownHosts, []byte(line), 0o600)
+}
+
+// source returns a file of size random bytes, creating it on first use. Random so that
+// nothing on the way can shortcut the data.
+func (e *env) source(size int64) (string, error) {
+	if p, ok := e.sources[size]; ok {
+		return p, nil
+	}
+	p := filepath.Join(e.work, fmt.Sprintf("src-%d.bin", size))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return "", err
+	}
+	rng := rand.NewChaCha8([32]byte{'s', 'l', 'u', 'i', 'c', 'e'})
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := int(min(left, int64(len(buf))))
+		_, _ = rng.Read(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			_ = f.Close()
+			return "", err
+		}
+		left -= int64(n)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	e.sources[size] = p
+	return p, nil
+}
+
+// isTmpfs reports whether dir is on tmpfs, where file I/O stays out of the figures.
+func isTmpfs(dir string) bool {
+	var st syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	return syscall.Statfs(dir, &st) == nil && st.Type == tmpfsMagic
+}
+
+// serverLog reads the sftp-server log. mark remembers where the log ends before a
+// transfer; await then looks only at what that transfer added.
+type serverLog struct {
+	path string
+	off  int64
+}
+
+// closeLine is sftp-server's INFO line for a closed file handle ("forced close" when the
+// session ended with the handle still open, which also counts).
+var closeLine = regexp.MustCompile(`close "(.*)" bytes read (\d+) written (\d+)`)
+
+func (l *serverLog) mark() error {
+	fi, err := os.Stat(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		l.off = 0
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	l.off = fi.Size()
+	return nil
+}
+
+// moved sums, over the handles on path closed since mark, the bytes read and written. A
+// striping client closes one handle per channel, so one transfer can log several lines.
+func (l *serverLog) moved(path string) (read, written int64, err error) {
+	b, err := os.ReadFile(l.path)
+	if err != nil {
+		return 0, 0, err
+	}
+	if int64(len(b)) < l.off {
+		return 0, 0, errors.New("sftp-server log shrank")
+	}
+	for _, line := range strings.Split(string(b[l.off:]), "\n") {
+		m := closeLine.FindStringSubmatch(line)
+		if m == nil || m[1] != path {
+			continue
+		}
+		r, _ := strconv.ParseInt(m[2], 10, 64)
+		w, _ := strconv.ParseInt(m[3], 10, 64)
+		read, written = read+r, written+w
+	}
+	return read, written, nil
+}
+
+// await polls until the log shows at least want bytes moved on path in dir. A client
+// waits for CLOSE's reply, which sftp-server sends after logging, so this normally holds
+// at once; the wait covers handles the server closes only when the session ends.
+func (l *serverLog) await(path string, dir direction, want int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		read, written, err := l.moved(path)
+		if err != nil {
+			return err
+		}
+		got := read
+		if dir == upload {
+			got = written
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sftp-server logged %d bytes %s for %s, want %d", got, map[direction]string{download: "read", upload: "written"}[dir], path, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// transferFunc moves j.Size bytes over conn in j.Dir and returns the bytes it moved. It
+// runs in the child process, after the SSH handshake, and times nothing itself.
+type transferFunc func(ctx context.Context, conn *ssh.Client, j *job) (int64, error)
+
+// row is one client in the comparison.
+type row struct {
+	id    string // for -rows
+	title string
+	order int // position in the tables
+	// detail, if set, adds the row's settings to its title (the tuned sluice row).
+	detail func(*config) string
+	// sftp rows go through sftp-server, whose log confirms the bytes it moved.
+	sftp bool
+	// transfer runs in a child process; nil means the row is OpenSSH sftp(1), which the
+	// harness runs itself.
+	transfer transferFunc
+}
+
+func (r *row) label(cfg *config) string {
+	if r.detail != nil {
+		return r.title + " (" + r.detail(cfg) + ")"
+	}
+	return r.title
+}
+
+// sluiceDefaultID is the row every ratio is computed against.
+const sluiceDefaultID = "sluice"
+
+var registry []*row
+
+// register adds a row; files add their rows from init, and the sluice rows only exist
+// when the sluice package builds (see sluice.go).
+func register(r *row) { registry = append(registry, r) }
+
+func registeredRows() []*row {
+	out := slices.Clone(registry)
+	slices.SortStableFunc(out, func(a, b *row) int { return a.order - b.order })
+	return out
+}
+
+func rowIDs() []string {
+	var ids []string
+	for _, r := range registeredRows() {
+		ids = append(ids, r.id)
+	}
+	return ids
+}
+
+func findRow(id string) *row {
+	for _, r := range registry {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
+func init() {
+	register(&row{id: "plain", title: "plain channel (`cat`)", order: 10, transfer: plainTransfer})
+	register(&row{id: "openssh", title: "OpenSSH sftp(1)", order: 20, sftp: true})
+	register(&row{id: "pkgsftp", title: "pkg/sftp v1.13.12 default", order: 30, sftp: true,
+		transfer: pkgSFTPTransfer()})
+	register(&row{id: "pkgsftp-tuned", title: "pkg/sftp v1.13.12 tuned", order: 40, sftp: true,
+		transfer: pkgSFTPTransfer(
+			sftp.MaxConcurrentRequestsPerFile(64),
+			sftp.UseConcurrentWrites(true),
+			sftp.MaxPacketUnchecked(261120),
+		)})
+}
+
+// plainTransfer is one session channel running cat: the cost of moving the bytes through
+// x/crypto/ssh with no SFTP at all. Behind a delay it shows the one-channel window cap.
+func plainTransfer(_ context.Context, conn *ssh.Client, j *job) (int64, error) {
+	sess, err := conn.NewSession()
+	if err != nil {
+		return 0, err
+	}
+	defer sess.Close()
+	if j.Dir == download {
+		out, err := sess.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := sess.Start("cat " + shellQuote(j.Remote)); err != nil {
+			return 0, err
+		}
+		n, err := io.Copy(io.Discard, out)
+		if werr := sess.Wait(); err == nil {
+			err = werr
+		}
+		return n, err
+	}
+	in, err := sess.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := sess.Start("cat > /dev/null"); err != nil {
+		return 0, err
+	}
+	src, err := os.Open(j.Local)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	n, err := io.Copy(in, src)
+	if cerr := in.Close(); err == nil {
+		err = cerr
+	}
+	if werr := sess.Wait(); err == nil {
+		err = werr
+	}
+	return n, err
+}
+
+// pkgSFTPTransfer is pkg/sftp used the way its documentation suggests: io.Copy onto and
+// off a remote *sftp.File, which picks its concurrent ReadFrom/WriteTo paths.
+func pkgSFTPTransfer(opts ...sftp.ClientOption) transferFunc {
+	return func(_ context.Context, conn *ssh.Client, j *job) (int64, error) {
+		c, err := sftp.NewClient(conn, opts...)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		if j.Dir == download {
+			f, err := c.Open(j.Remote)
+			if err != nil {
+				return 0, err
+			}
+			n, err := io.Copy(io.Discard, f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return n, err
+		}
+		src, err := os.Open(j.Local)
+		if err != nil {
+			return 0, err
+		}
+		defer src.Close()
+		f, err := c.Create(j.Remote)
+		if err != nil {
+			return 0, err
+		}
+		n, err := io.Copy(f, src)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return n, err
+	}
+}
+
+// shellQuote quotes s for the remote login shell.
+func shellQuote(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, `'\''`...)
+		} else {
+			out = append(out, s[i])
+		}
+	}
+	return string(append(out, '\''))
+}

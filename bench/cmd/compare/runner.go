@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sftp/internal/sshdtest"
+)
+
+// harness runs transfers against one env.
+type harness struct {
+	cfg      *config
+	env      *env
+	exe      string // this binary, re-executed for the Go rows
+	sftpPath string // OpenSSH sftp(1); "" if not installed
+	// timePath is GNU time, which measures each client's peak RSS. The rusage Go gets
+	// from wait4 cannot: Go starts children with vfork, and Linux folds the parent's
+	// high-water RSS into the child's ru_maxrss at exec, so every client would appear
+	// at least as large as the harness (with the proxy's buffers). GNU time forks from
+	// a process of about 1 MiB, so its %M is the client's own. "" = not installed.
+	timePath string
+}
+
+// measurement is one transfer as seen from outside the client process.
+type measurement struct {
+	ran      bool          // a process was started (false: skipped by deadline or setup failure)
+	wall     time.Duration // client process start to exit: connect, transfer, close
+	transfer time.Duration // Go rows only: the child's own timing of the transfer
+	rssKiB   int64         // peak resident set, 0 if unknown (for sftp(1): the larger of sftp and its ssh)
+	cpu      time.Duration // user + system (for sftp(1): including its ssh child)
+	timedOut bool
+	err      error
+}
+
+// clientCmd is the client process to run for one transfer.
+type clientCmd struct {
+	path  string
+	args  []string
+	stdin io.Reader
+}
+
+// run performs one transfer by r and checks it: sizes from the client, the file system
+// and sftp-server's log. An upload's destination is removed afterwards in every case.
+func (h *harness) run(ctx context.Context, r *row, dir direction, addr string, size int64, round int) measurement {
+	src, err := h.env.source(size)
+	if err != nil {
+		return measurement{err: err}
+	}
+	j := &job{Row: r.id, Addr: addr, User: h.env.sshd.User, KeyFile: h.env.sshd.KeyFile,
+		HostKey: h.env.hostKey, Dir: dir, Size: size, Timeout: h.cfg.timeout, Sluice: h.cfg.sluice}
+	if dir == upload {
+		j.Local = src
+		j.Remote = filepath.Join(h.env.work, fmt.Sprintf("up-%s-%d.bin", r.id, round))
+		defer os.Remove(j.Remote)
+	} else {
+		j.Remote = src
+	}
+	if err := h.env.log.mark(); err != nil {
+		return measurement{err: err}
+	}
+	var cc clientCmd
+	if r.transfer != nil {
+		spec, err := json.Marshal(j)
+		if err != nil {
+			return measurement{err: err}
+		}
+		cc = clientCmd{path: h.exe, args: []string{childFlag + string(spec)}}
+	} else if cc, err = h.opensshCommand(j); err != nil {
+		return measurement{err: err}
+	}
+	m := h.execute(ctx, cc, r.transfer != nil)
+	if m.err == nil && !m.timedOut {
+		m.err = h.verify(r, j)
+	}
+	return m
+}
+
+// verify checks what the server side saw, independently of the client's own count.
+func (h *harness) verify(r *row, j *job) error {
+	if j.Dir == upload && r.sftp {
+		fi, err := os.Stat(j.Remote)
+		if err != nil {
+			return err
+		}
+		if fi.Size() != j.Size {
+			return fmt.Errorf("uploaded file has %d bytes, want %d", fi.Size(), j.Size)
+		}
+	}
+	if r.sftp {
+		return h.env.log.await(j.Remote, j.Dir, j.Size, 5*time.Second)
+	}
+	return nil
+}
+
+// opensshCommand runs OpenSSH sftp(1) in batch mode with its defaults (64 requests in
+// flight, request sizes from limits@openssh.com), isolated from any ssh_config.
+func (h *harness) opensshCommand(j *job) (clientCmd, error) {
+	_, port, err := net.SplitHostPort(j.Addr)
+	if err != nil {
+		return clientCmd{}, err
+	}
+	cc := clientCmd{path: h.sftpPath, args: []string{
+		"-b", "-", "-F", "/dev/null",
+		"-o", "Ciphers=" + sshdtest.CipherAES128GCM,
+		"-i", j.KeyFile, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + h.env.knownHosts, "-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+		"-P", port, j.User + "@127.0.0.1",
+	}}
+	// get to /dev/null, like the Go rows' io.Discard. sftp's batch parser takes
+	// double-quoted arguments; the harness's paths never contain quotes.
+	if j.Dir == download {
+		cc.stdin = strings.NewReader(fmt.Sprintf("get %q /dev/null\n", j.Remote))
+	} else {
+		cc.stdin = strings.NewReader(fmt.Sprintf("put %q %q\n", j.Local, j.Remote))
+	}
+	return cc, nil
+}
+
+// execute runs one client process under the per-transfer timeout, under GNU time when
+// it is installed, and collects its resource usage. The client gets its own process
+// group and the whole group is killed at the timeout, so neither GNU time's child nor
+// sftp(1)'s ssh can outlive it.
+func (h *harness) execute(ctx context.Context, cc clientCmd, goChild bool) measurement {
+	tctx, cancel := context.WithTimeout(ctx, h.cfg.timeout)
+	defer cancel()
+	usage := filepath.Join(h.env.work, "usage.txt")
+	_ = os.Remove(usage)
+	path, args := cc.path, cc.args
+	if h.timePath != "" {
+		args = append([]string{"-o", usage, "-f", "%M %U %S", path}, args...)
+		path = h.timePath
+	}
+	cmd := exec.CommandContext(tctx, path, args...)
+	var stdout bytes.Buffer
+	stderr := &cappedBuffer{max: 16 << 10}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = cc.stdin, &stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+
+	start := time.Now()
+	err := cmd.Run()
+	m := measurement{ran: cmd.ProcessState != nil, wall: time.Since(start)}
+	if ps := cmd.ProcessState; ps != nil {
+		// CPU time is not skewed the way ru_maxrss is; this is the fallback when GNU
+		// time is missing or was killed with the client.
+		m.cpu = ps.UserTime() + ps.SystemTime()
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		m.err = ctx.Err()
+	case err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded):
+		m.timedOut = true
+	case err != nil:
+		m.err = fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	case goChild:
+		var res childResult
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			m.err = fmt.Errorf("child output %q: %v", stdout.String(), err)
+		} else {
+			m.transfer = time.Duration(res.Seconds * float64(time.Second))
+		}
+	}
+	if h.timePath != "" {
+		if rss, cpu, ok := readUsage(usage); ok {
+			m.rssKiB, m.cpu = rss, cpu
+		}
+	}
+	return m
+}
+
+// readUsage parses GNU time's "%M %U %S" line: peak RSS in KiB, user and system seconds.
+// It is the file's last line: time writes "Command exited with non-zero status" first.
+func readUsage(path string) (rssKiB int64, cpu time.Duration, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) != 3 {
+		return 0, 0, false
+	}
+	rss, err1 := strconv.ParseInt(f[0], 10, 64)
+	user, err2 := strconv.ParseFloat(f[1], 64)
+	sys, err3 := strconv.ParseFloat(f[2], 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, false
+	}
+	return rss, time.Duration((user + sys) * float64(time.Second)), true
+}
+
+// cappedBuffer keeps the first max bytes written to it: enough of a client's stderr to
+// explain a failure without letting a chatty one grow the harness.
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string { return b.buf.String() }
