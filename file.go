@@ -30,6 +30,13 @@ type File struct {
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 
+	// hmu orders requests that name the handle against Close: every send holds it
+	// shared and checks closed; Close takes it exclusively before sending CLOSE. The
+	// server reuses a closed handle's name for the next OPEN, so a request sent after
+	// the CLOSE would act on some other file.
+	hmu    sync.RWMutex
+	closed bool // guarded by hmu
+
 	mu     sync.Mutex  // guards offset and ra
 	offset int64       // for Read, Write, Seek, ReadFrom, WriteTo
 	ra     *readStream // read-ahead of sequential Read; nil when there is none
@@ -136,7 +143,13 @@ func (f *File) waitErr(err error) error {
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
 func (f *File) Close() error {
 	first := false
-	f.closeOnce.Do(func() { first = true; f.cancel() })
+	f.closeOnce.Do(func() {
+		first = true
+		f.cancel() // first, so a send waiting for its turn gives up and frees hmu
+		f.hmu.Lock()
+		f.closed = true
+		f.hmu.Unlock()
+	})
 	if !first {
 		return f.closedErr("close")
 	}
@@ -149,12 +162,32 @@ func (f *File) Close() error {
 	return f.err("close", f.c.closeHandleCtx(context.Background(), f.cn, f.handle))
 }
 
-// call sends a request about this file, bounded by the file's life.
-func (f *File) call(enc func(id uint32) []byte) (response, error) {
-	if f.ctx.Err() != nil {
-		return response{}, fs.ErrClosed
+// send sends a request that names this file's handle (or a sibling's on cn) unless
+// the file is closed; see hmu.
+func (f *File) send(cn *conn, id uint32, pkt []byte, ch chan<- response) error {
+	f.hmu.RLock()
+	defer f.hmu.RUnlock()
+	if f.closed {
+		return errFileClosed
 	}
-	r, err := f.cn.roundTrip(f.ctx, enc)
+	if err := cn.send(f.ctx, id, pkt, ch); err != nil {
+		if f.ctx.Err() != nil {
+			return errFileClosed
+		}
+		return err
+	}
+	return nil
+}
+
+// call sends a request about this file and waits for the reply, bounded by the
+// file's life.
+func (f *File) call(enc func(id uint32) []byte) (response, error) {
+	id := f.cn.newID()
+	ch := make(chan response, 1)
+	if err := f.send(f.cn, id, enc(id), ch); err != nil {
+		return response{}, err
+	}
+	r, err := f.cn.wait(f.ctx, id, ch)
 	return r, f.waitErr(err)
 }
 

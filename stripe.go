@@ -251,7 +251,7 @@ func (ls *lanes) finish() error {
 		}
 	}
 	var first error
-	waiting := 0
+	waiting := make(map[uint32]bool, len(ls.all))
 	for _, l := range ls.all {
 		if !l.sibling || l.cn.failed() != nil {
 			continue
@@ -261,15 +261,20 @@ func (ls *lanes) finish() error {
 			first = cmpErr(first, err)
 			continue
 		}
-		waiting++
+		waiting[id] = true
 	}
-	for ; waiting > 0; waiting-- {
+	// Match replies by id: a reply a dying channel had already handed over may still
+	// turn up here, and must not be taken for a CLOSE's.
+	for len(waiting) > 0 {
 		r := <-ls.ch
-		if r.err != nil {
-			first = cmpErr(first, r.err)
-			continue
+		if waiting[r.id] {
+			delete(waiting, r.id)
+			if r.err != nil {
+				first = cmpErr(first, r.err)
+			} else {
+				first = cmpErr(first, expectStatus("CLOSE", &r))
+			}
 		}
-		first = cmpErr(first, expectStatus("CLOSE", &r))
 		r.release()
 	}
 	ls.all = ls.all[:1]

@@ -85,7 +85,7 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 	}
 	if stat {
 		id := f.cn.newID()
-		if err := f.cn.send(f.ctx, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
+		if err := f.send(f.cn, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
 			s.fail(off, err)
 		} else {
 			s.statID = id
@@ -150,7 +150,7 @@ func (s *readStream) send(req readReq) bool {
 	cn := req.lane.cn
 	id := cn.newID()
 	s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
-	if err := cn.send(s.f.ctx, id, s.pkt, s.ch); err != nil {
+	if err := s.f.send(cn, id, s.pkt, s.ch); err != nil {
 		s.fail(req.off, err)
 		return false
 	}

@@ -89,7 +89,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 			if n < size { // the last piece: rewrite the header for its real length
 				appendWriteHeader((*bp)[:0], id, l.handle, uint64(off), n)
 			}
-			if serr := l.cn.send(ws.f.ctx, id, (*bp)[:hdr+n], ws.ch); serr != nil {
+			if serr := ws.f.send(l.cn, id, (*bp)[:hdr+n], ws.ch); serr != nil {
 				ws.fail(off, serr)
 			} else {
 				l.out++
@@ -133,15 +133,7 @@ func (ws *writeStream) more() bool {
 	for len(ws.reqs) > 0 {
 		select {
 		case r := <-ws.ch:
-			req := ws.reqs[r.id]
-			delete(ws.reqs, r.id)
-			req.lane.out--
-			if r.err != nil {
-				ws.fail(req.off, r.err)
-			} else if err := expectStatus("WRITE", &r); err != nil {
-				ws.fail(req.off, req.lane.cn.check(err))
-			}
-			r.release()
+			ws.ack(r)
 			return true
 		case l := <-ws.joins:
 			ws.join(l)
@@ -153,9 +145,37 @@ func (ws *writeStream) more() bool {
 	return false
 }
 
+// ack files one WRITE's reply.
+func (ws *writeStream) ack(r response) {
+	req, ok := ws.reqs[r.id]
+	if !ok {
+		r.release()
+		return
+	}
+	delete(ws.reqs, r.id)
+	req.lane.out--
+	if r.err != nil {
+		ws.fail(req.off, r.err)
+	} else if err := expectStatus("WRITE", &r); err != nil {
+		ws.fail(req.off, req.lane.cn.check(err))
+	}
+	r.release()
+}
+
 // abort gives up on every WRITE in flight. Whether they landed is unknown, so the
 // failure is placed at the lowest of them: nothing from there on is reported written.
 func (ws *writeStream) abort(err error) {
+	// Acknowledgements already delivered still count: collect them first, so n does
+	// not under-report what the server confirmed.
+	for len(ws.reqs) > 0 {
+		select {
+		case r := <-ws.ch:
+			ws.ack(r)
+			continue
+		default:
+		}
+		break
+	}
 	ids := make(map[*lane][]uint32, len(ws.all))
 	for id, req := range ws.reqs {
 		ids[req.lane] = append(ids[req.lane], id)
