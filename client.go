@@ -10,6 +10,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -50,9 +51,10 @@ const (
 )
 
 type options struct {
-	maxInflight int
-	maxPacket   int // 0: negotiate
-	channels    int
+	maxInflight  int
+	maxPacket    int // 0: negotiate
+	channels     int
+	stripeMinRTT time.Duration
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -175,7 +177,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 }
 
 func newClient(opts []Option) (*Client, error) {
-	c := &Client{opts: options{maxInflight: defaultFlight, channels: 4}}
+	c := &Client{opts: options{maxInflight: defaultFlight, channels: 4, stripeMinRTT: defaultStripeMinRTT}}
 	for _, o := range opts {
 		if o == nil {
 			continue

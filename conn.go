@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
@@ -61,6 +63,9 @@ type conn struct {
 
 	exts      map[string]string // from VERSION; read-only after newConn
 	maxPacket atomic.Uint32     // longest reply accepted, checked before allocating
+	// minRTT is the shortest round trip seen on a small request (ns): the link's
+	// latency without queueing behind bulk data. It decides whether striping pays.
+	minRTT atomic.Int64
 
 	smallPool sync.Pool // *[]byte of cap smallBuf, for STATUS, HANDLE, ATTRS replies
 	dataPool  *sync.Pool
@@ -94,7 +99,9 @@ const (
 // and unwraps to the cause.
 type closedError struct{ cause error }
 
-func (e *closedError) Error() string        { return "sftp: connection closed: " + e.cause.Error() }
+func (e *closedError) Error() string {
+	return "sftp: connection closed: " + strings.TrimPrefix(e.cause.Error(), "sftp: ")
+}
 func (e *closedError) Unwrap() error        { return e.cause }
 func (e *closedError) Is(target error) bool { return target == net.ErrClosed }
 
@@ -123,6 +130,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 		return nil, fmt.Errorf("sftp: init: %w", err)
 	}
 	versionc := make(chan error, 1)
+	sent := time.Now()
 	go c.readLoop(versionc)
 	if err := c.write(ctx, appendInit(nil)); err != nil {
 		c.fail(fmt.Errorf("sending INIT: %w", err))
@@ -136,6 +144,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 			c.waitReader()
 			return nil, err
 		}
+		c.sawRTT(time.Since(sent))
 		return c, nil
 	case <-ctx.Done():
 		c.fail(fmt.Errorf("init: %w", ctx.Err()))
@@ -285,11 +294,7 @@ func (c *conn) dispatch(resp response) bool {
 		return false
 	case ch == nil: // the waiter gave up on it
 		if resp.typ == sshfx.TypeHandle {
-			// Sending is no job for the reader (a full window would stall it), so the
-			// CLOSE goes out from a goroutine that close waits for.
-			h := orphanHandle(&resp)
-			c.bg.Add(1)
-			go func() { defer c.bg.Done(); c.closeOrphan(h) }()
+			c.closeOrphanLater(orphanHandle(&resp))
 		}
 		resp.release()
 		return true
@@ -302,6 +307,24 @@ func (c *conn) dispatch(resp response) bool {
 func orphanHandle(r *response) string {
 	d := sshfx.NewDecoder(r.body)
 	return d.String()
+}
+
+// closeOrphanLater closes an orphaned handle from a goroutine that close waits for:
+// neither the reader nor a caller giving up on ctx may wait for a write (a full window
+// would stall them). The goroutine is counted under mu while the conn is alive, so
+// every Add happens before fail, and close's Wait after it sees them all.
+func (c *conn) closeOrphanLater(h string) {
+	c.mu.Lock()
+	if c.pending == nil {
+		c.mu.Unlock()
+		return // the session is over, and the server forgets its handles with it
+	}
+	c.bg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		c.closeOrphan(h)
+	}()
 }
 
 // closeOrphan closes a handle the server opened for a request whose waiter gave up
@@ -376,7 +399,7 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	select {
 	case r := <-ch:
 		if r.err == nil && r.typ == sshfx.TypeHandle {
-			c.closeOrphan(orphanHandle(&r))
+			c.closeOrphanLater(orphanHandle(&r))
 		}
 		r.release()
 	case <-c.done:
@@ -409,10 +432,28 @@ func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error
 		return response{}, fmt.Errorf("sftp: %w", err)
 	}
 	ch := make(chan response, 1)
+	sent := time.Now()
 	if err := c.send(ctx, id, pkt, ch); err != nil {
 		return response{}, err
 	}
-	return c.wait(ctx, id, ch)
+	r, err := c.wait(ctx, id, ch)
+	if err == nil && len(pkt) <= smallBuf {
+		c.sawRTT(time.Since(sent))
+	}
+	return r, err
+}
+
+// sawRTT records a round trip if it is the shortest yet.
+func (c *conn) sawRTT(d time.Duration) {
+	for {
+		old := c.minRTT.Load()
+		if old != 0 && old <= int64(d) {
+			return
+		}
+		if c.minRTT.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // fail kills the connection once: every waiter, present and future, gets err.

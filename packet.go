@@ -135,6 +135,8 @@ func decodeStatus(body []byte) error {
 	msg := d.Bytes()
 	lang := d.Bytes()
 	// Some old servers omit message and language; accept a bare code, as OpenSSH does.
+	// Bytes after the language tag are ignored rather than refused: a STATUS is still
+	// clear without them, and later protocol versions append fields there.
 	if err := d.Err(); err != nil && len(body) != 4 {
 		return &ProtocolError{Op: "STATUS", Reason: err}
 	}

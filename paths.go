@@ -147,9 +147,7 @@ func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
 // closeHandle closes h on a path where an error is already being returned: the CLOSE
 // goes out, but nobody waits for its reply, so that return is not held up.
 func (c *Client) closeHandle(cn *conn, h string) {
-	if cn.failed() == nil {
-		cn.closeOrphan(h)
-	}
+	cn.closeOrphanLater(h)
 }
 
 // Mkdir creates a directory with perm (before the server's umask).

@@ -3,6 +3,7 @@ package sftp
 import (
 	"context"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -23,6 +24,18 @@ import (
 // stripeMin is how large a transfer must be before it stripes: enough that the few
 // round trips of opening handles are paid back.
 const stripeMin = 8 << 20
+
+// defaultStripeMinRTT is the round trip below which one channel's window is not what
+// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
+// connection. There extra channels would only add server processes competing for the
+// CPU. (Tests lower it to exercise striping on loopback.)
+const defaultStripeMinRTT = 2 * time.Millisecond
+
+// stripes reports whether the link is slow enough for striping to pay.
+func (c *Client) stripes() bool {
+	return c.opts.channels > 1 && c.openChannel != nil &&
+		time.Duration(c.main.minRTT.Load()) >= c.opts.stripeMinRTT
+}
 
 // channelSet holds the SFTP channels of a Client: the main one, and the extra ones
 // opened for striping, kept for reuse by later transfers.
@@ -168,7 +181,7 @@ func (f *File) newLanes(window int, pflags sshfx.OpenFlag) lanes {
 // canStripe reports whether this transfer may add lanes.
 func (ls *lanes) canStripe() bool {
 	c := ls.f.c
-	return ls.joins == nil && c.opts.channels > 1 && c.openChannel != nil && !ls.f.append
+	return ls.joins == nil && !ls.f.append && c.stripes()
 }
 
 // stripe starts opening the file on the Client's other channels, in the background.

@@ -38,7 +38,7 @@ var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.E
 // enough per lane to fill a 2 MiB channel window when striping.
 func (c *Client) window() int {
 	w := c.opts.maxInflight
-	if c.opts.channels > 1 && c.openChannel != nil {
+	if c.stripes() {
 		w = max(w, c.opts.channels*12)
 	}
 	return w

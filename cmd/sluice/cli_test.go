@@ -221,7 +221,7 @@ func TestGetMissingRemoteFile(t *testing.T) {
 	r := runCLI(t, "get", missing, local)
 	require.Equal(t, exitFail, r.code)
 	require.Equal(t, "", r.stdout)
-	require.Equal(t, "sluice: get "+missing+" -> "+local+": open "+missing+": sftp: No such file (NO_SUCH_FILE)\n", r.stderr)
+	require.Equal(t, "sluice: get "+missing+" -> "+local+": stat "+missing+": sftp: No such file (NO_SUCH_FILE)\n", r.stderr)
 	require.NoFileExists(t, local, "a failed get must not create the local file")
 }
 
@@ -292,6 +292,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-P", "2222", "get", "/tmp/x", "y"}, "-P is for SSH"},
 		{[]string{"-D", "/bin/true", "-l", "bob", "ls", "/"}, "-l is for SSH, but -D is given"},
 		{[]string{"-D", " ", "ls", "/"}, "-D: empty server command"},
+		{[]string{"-P", "65536", "ls", "h:x"}, "want 1 to 65535"},
+		{[]string{"put", "-j", "0", "a", "b"}, "put: invalid value \"0\" for flag -j: want a positive integer"},
+		{[]string{"get", "-j", "1025", "a", "b"}, "want 1 to 1024"},
+		{[]string{"get", "-j", "x", "a", "b"}, "want a positive integer"},
+		{[]string{"-r", "put", "a", "b"}, "flag provided but not defined: -r"}, // put's own flag
+		{[]string{"mkdir", "-r", "x"}, "mkdir: flag provided but not defined: -r"},
+		{[]string{"ls", "-q", "x"}, "ls: flag provided but not defined: -q"},
+		{[]string{"put", "-r", "a"}, "want 2 operand(s), got 1"},
 	}
 	for _, tt := range tests {
 		r := runCLI(t, tt.args...)
@@ -308,7 +316,8 @@ func TestUsageErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	r := runCLI(t, "-h")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "sluice [flags] put LOCAL REMOTE")
+	require.Contains(t, r.stdout, "sluice [flags] put [put flags] LOCAL REMOTE")
+	require.Contains(t, r.stdout, "  -j n\n")
 	require.Contains(t, r.stdout, "[user@]host[:port]:path")
 	require.Contains(t, r.stdout, "-insecure-accept-unknown-host")
 	require.Contains(t, r.stdout, "Examples:")
@@ -319,6 +328,13 @@ func TestHelp(t *testing.T) {
 	require.Contains(t, r.stdout, "sluice [flags] mkdir [-p] REMOTE")
 	require.Contains(t, r.stdout, "-p\t")
 	require.NotContains(t, r.stdout, "-inflight", "command help lists only the command's own flags")
+
+	r = runCLI(t, "get", "-h")
+	requireOK(t, r)
+	require.Contains(t, r.stdout, "sluice [flags] get [-r] [-a] [-p] [-f] [-j n] [-q] REMOTE LOCAL")
+	for _, f := range []string{"-r\t", "-a\t", "-p\tpreserve", "-f\t", "-j n", "-q\t"} {
+		require.Contains(t, r.stdout, f)
+	}
 }
 
 // An interrupt (ctx cancelled) ends a command stuck waiting on its server, kills the

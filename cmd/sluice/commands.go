@@ -5,52 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strconv"
 	"time"
 )
-
-func (a *app) put(ctx context.Context, local, remoteArg string) (err error) {
-	r, err := a.target(remoteArg)
-	if err != nil {
-		return err
-	}
-	// Check the source before connecting: a typo should not cost an SSH handshake.
-	fi, err := os.Stat(local)
-	if err != nil {
-		return fmt.Errorf("put: %w", err)
-	}
-	if fi.IsDir() {
-		return fmt.Errorf("put: %s is a directory (recursive copies are not supported yet)", local)
-	}
-	s, closeFn, err := a.open(ctx, r)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, closeFn)
-	t := &transfer{op: "put", local: local, remote: remoteTarget(ctx, s.client, local, r.Path)}
-	if s.local && sameLocalFile(t.local, t.remote) {
-		return fmt.Errorf("put: %s and %s are the same file", t.local, t.remote)
-	}
-	return t.run(ctx, s.client, a.rep)
-}
-
-func (a *app) get(ctx context.Context, remoteArg, local string) (err error) {
-	r, err := a.target(remoteArg)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, r)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, closeFn)
-	t := &transfer{op: "get", local: localTarget(r.Path, local), remote: r.Path}
-	if s.local && sameLocalFile(t.local, t.remote) {
-		return fmt.Errorf("get: %s and %s are the same file", t.remote, t.local)
-	}
-	return t.run(ctx, s.client, a.rep)
-}
 
 func (a *app) ls(ctx context.Context, remoteArg string) (err error) {
 	r, err := a.target(remoteArg)

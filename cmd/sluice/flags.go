@@ -39,9 +39,12 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
-// positiveInt is an int flag that refuses zero and negatives at parse time; the
-// library checks the upper bounds.
-type positiveInt struct{ p *int }
+// positiveInt is an int flag that refuses zero and negatives at parse time, and
+// values above max when max is set; otherwise the library checks the upper bound.
+type positiveInt struct {
+	p   *int
+	max int
+}
 
 func (v positiveInt) String() string {
 	if v.p == nil || *v.p == 0 {
@@ -54,6 +57,9 @@ func (v positiveInt) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
 		return fmt.Errorf("want a positive integer")
+	}
+	if v.max > 0 && n > v.max {
+		return fmt.Errorf("want 1 to %d", v.max)
 	}
 	*v.p = n
 	return nil
@@ -77,13 +83,13 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(&c.identities, "i", "private key `file` for SSH (repeatable; default ~/.ssh/id_*); ssh-agent keys are offered too")
 	fs.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts `file` to check the host key against (default ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts)")
 	fs.BoolVar(&c.acceptUnknown, "insecure-accept-unknown-host", false, "connect to a host whose key is not in known_hosts (a changed key is still refused)")
-	fs.Var(positiveInt{&c.port}, "P", "SSH `port` (default 22; a port in REMOTE wins)")
+	fs.Var(positiveInt{p: &c.port, max: 65535}, "P", "SSH `port` (default 22; a port in REMOTE wins)")
 	fs.StringVar(&c.user, "l", "", "SSH `user` (default $USER; a user in REMOTE wins)")
 	fs.StringVar(&c.cipher, "c", "", "SSH `cipher`, e.g. aes128-gcm@openssh.com")
 	fs.StringVar(&c.serverCmd, "D", "", "run `command` locally and speak SFTP over its stdin/stdout instead of SSH;\nREMOTE is then a path on it (e.g. -D '/usr/lib/openssh/sftp-server -R')")
-	fs.Var(positiveInt{&c.inflight}, "inflight", "requests in flight per transfer (`n`, default 64)")
-	fs.Var(positiveInt{&c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
-	fs.Var(positiveInt{&c.channels}, "channels", "SFTP channels to stripe large transfers over (`n`, default 4)")
+	fs.Var(positiveInt{p: &c.inflight}, "inflight", "requests in flight per transfer (`n`, default 64)")
+	fs.Var(positiveInt{p: &c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
+	fs.Var(positiveInt{p: &c.channels}, "channels", "SFTP channels to stripe large transfers over (`n`, default 4)")
 }
 
 // newFlagSet returns a FlagSet for name that reports errors instead of exiting and
@@ -105,14 +111,24 @@ func (c *config) recordSet(fs *flag.FlagSet) {
 const usageHead = `sluice copies files to and from SFTP servers, fast.
 
 Usage:
-  sluice [flags] put LOCAL REMOTE     upload a file (REMOTE may be a directory)
-  sluice [flags] get REMOTE LOCAL     download a file (LOCAL may be a directory)
-  sluice [flags] ls REMOTE            list a directory or show one file
-  sluice [flags] rm REMOTE            remove a file or an empty directory
-  sluice [flags] mkdir [-p] REMOTE    make a directory (-p: with parents, no error if it exists)
+  sluice [flags] put [put flags] LOCAL REMOTE   upload a file, or a directory with -r
+  sluice [flags] get [get flags] REMOTE LOCAL   download a file, or a directory with -r
+  sluice [flags] ls REMOTE                      list a directory or show one file
+  sluice [flags] rm REMOTE                      remove a file or an empty directory
+  sluice [flags] mkdir [-p] REMOTE              make a directory (-p: and its parents)
 
-Flags go before the operands, either before or after the command name.
+Flags go before the operands. The shared flags (listed at the end) may come before or
+after the command name; a command's own flags come after it.
 
+put and get copy into REMOTE or LOCAL when it is an existing directory. Each file is
+written under a .sluice-part name and renamed into place when complete, so a file is
+replaced whole or not at all, and -a can continue it after an interruption. On a
+terminal a progress line is shown; a summary line follows in any case (unless -q).
+
+put and get flags:
+`
+
+const usageShared = `
 REMOTE is a path on an SSH server, in scp's syntax with an optional port:
   [user@]host[:port]:path        e.g. alice@example.com:2222:/srv/in
   [user@][ipv6][:port]:path      e.g. root@[::1]:2222:/tmp/x
@@ -126,17 +142,19 @@ and talks SFTP over its stdin and stdout. Handy for trying sluice out.
 Host keys are checked against known_hosts; an unknown host is refused unless
 -insecure-accept-unknown-host is given, and a changed key is always refused.
 
-Flags:
+Shared flags:
 `
 
 const usageTail = `
 Examples:
   sluice put big.bin alice@example.com:/srv/in/
+  sluice put -r -p -j 32 photos example.com:backup/   (a tree, 32 files at a time)
+  sluice get -a example.com:/srv/big.iso .            (continue an interrupted get)
   sluice -P 2222 -i ~/.ssh/id_ed25519 get example.com:logs/app.log .
   sluice -c aes128-gcm@openssh.com -inflight 128 get root@[::1]:2222:/tmp/x ./x
   sluice ls example.com:/var/tmp
   sluice mkdir -p example.com:backups/2024/06
-  sluice put notes.txt /tmp/notes-copy.txt          (no host: local sftp-server)
+  sluice put notes.txt /tmp/notes-copy.txt           (no host: local sftp-server)
   sluice -D '/usr/lib/openssh/sftp-server -R' ls /etc
 
 Exit status: 0 on success, 1 when an operation failed, 2 on a usage error.
@@ -144,11 +162,17 @@ Exit status: 0 on success, 1 when an operation failed, 2 on a usage error.
 
 // printUsage writes the full help, with the shared flags' defaults.
 func printUsage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	var x xferFlags
+	xfs := newFlagSet("put")
+	x.register(xfs)
+	xfs.SetOutput(w)
+	xfs.PrintDefaults()
+	fmt.Fprint(w, usageShared)
 	var c config
 	fs := newFlagSet("sluice")
 	c.register(fs)
 	fs.SetOutput(w)
-	fmt.Fprint(w, usageHead)
 	fs.PrintDefaults()
 	fmt.Fprint(w, usageTail)
 }

@@ -9,25 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestSummary(t *testing.T) {
-	t.Parallel()
-	put := &transfer{op: "put", local: "big.bin", remote: "/tmp/x"}
-	require.Equal(t, "put big.bin -> /tmp/x: 1073741824 bytes in 2.31 s, 443.3 MiB/s",
-		summary(put, 1<<30, 2310*time.Millisecond))
-	get := &transfer{op: "get", local: "here", remote: "there"}
-	require.Equal(t, "get there -> here: 0 bytes in 0.00 s, 0.0 MiB/s", summary(get, 0, 0))
-
-	// The reporter measures from start to done with its clock.
-	var buf bytes.Buffer
-	rep := newReporter(&buf)
-	clock := time.Unix(1000, 0)
-	rep.now = func() time.Time { return clock }
-	began := rep.start(get)
-	clock = clock.Add(time.Second)
-	rep.done(get, 3<<20, began)
-	require.Equal(t, "get there -> here: 3145728 bytes in 1.00 s, 3.0 MiB/s\n", buf.String())
-}
-
 func TestModeString(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -44,7 +44,10 @@ type app struct {
 	cfg    *config
 	stdout io.Writer
 	stderr io.Writer
-	rep    *reporter
+	// live is set when stderr is a terminal, where put and get redraw a progress line;
+	// cols gives its width then.
+	live bool
+	cols func() int
 }
 
 // command is one subcommand. setup adds the command's own flags to fs and returns the
@@ -56,12 +59,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"put": {"put LOCAL REMOTE", 2, func(*flag.FlagSet) func(context.Context, *app, []string) error {
-		return func(ctx context.Context, a *app, args []string) error { return a.put(ctx, args[0], args[1]) }
-	}},
-	"get": {"get REMOTE LOCAL", 2, func(*flag.FlagSet) func(context.Context, *app, []string) error {
-		return func(ctx context.Context, a *app, args []string) error { return a.get(ctx, args[0], args[1]) }
-	}},
+	"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] LOCAL REMOTE", (*app).put),
+	"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] REMOTE LOCAL", (*app).get),
 	"ls": {"ls REMOTE", 1, func(*flag.FlagSet) func(context.Context, *app, []string) error {
 		return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args[0]) }
 	}},
@@ -77,10 +76,11 @@ var commands = map[string]command{
 // run is the whole program minus process exit, so tests can drive it: it returns the
 // exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// A local server's stderr is copied by an exec goroutine while the reporter writes
-	// too: one lock keeps their lines whole (and a test's buffer race-free).
+	live, cols := detectTerminal(stderr)
+	// A local server's stderr is copied by an exec goroutine while the progress display
+	// writes too: one lock keeps their lines whole (and a test's buffer race-free).
 	stderr = &lockedWriter{w: stderr}
-	a := &app{cfg: &config{}, stdout: stdout, stderr: stderr, rep: newReporter(stderr)}
+	a := &app{cfg: &config{}, stdout: stdout, stderr: stderr, live: live, cols: cols}
 	err := a.dispatch(ctx, args)
 	var ue *usageError
 	switch {

@@ -49,6 +49,29 @@ func TestSSHPutGetLs(t *testing.T) {
 	require.Regexp(t, `(?m)^-rw-r--r-- +2097159 .* remote\.bin$`, r.stdout)
 }
 
+// Trees over SSH: into an existing remote directory, whose name the CLI resolves with
+// a STAT for the summary, and back with -j 4.
+func TestSSHTree(t *testing.T) {
+	isolateEnv(t)
+	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{})
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	size := makeTree(t, src)
+	rdir := filepath.Join(dir, "rdir")
+	require.NoError(t, os.Mkdir(rdir, 0o755))
+
+	r := runCLI(t, append(sshArgs(s, s.KnownHostsFile), "put", "-r", "-p", src, remoteOn(s, rdir))...)
+	requireOK(t, r)
+	requireTreeSummary(t, r.stderr, "put", src, filepath.Join(rdir, "src"), 50, size)
+	requireSameTree(t, src, filepath.Join(rdir, "src"))
+
+	back := filepath.Join(dir, "back")
+	r = runCLI(t, append(sshArgs(s, s.KnownHostsFile), "get", "-r", "-j", "4", remoteOn(s, filepath.Join(rdir, "src")), back)...)
+	requireOK(t, r)
+	requireTreeSummary(t, r.stderr, "get", filepath.Join(rdir, "src"), back, 50, size)
+	requireSameTree(t, src, back)
+}
+
 func TestSSHHostKeyRefusals(t *testing.T) {
 	isolateEnv(t)
 	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{})

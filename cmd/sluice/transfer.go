@@ -2,144 +2,193 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
+	"time"
 
 	"github.com/sluicehq/sftp"
 )
 
-// transfer is one file to copy, with the names already resolved (a directory target
-// has had the file's base name appended). Recursive copies will walk a tree into many
-// of these and parallel ones will hand them to workers, so a transfer carries
-// everything its copy and its report need.
-type transfer struct {
-	op     string // "put" or "get"
-	local  string
-	remote string // path on the server
+// maxParallel is sftp.Parallel's upper bound, checked here so that -j out of range is
+// a usage error before anything connects.
+const maxParallel = 1024
+
+// xferFlags are put's and get's own flags.
+type xferFlags struct {
+	recursive, resume, preserve, fsync, quiet bool
+	parallel                                  int // 0: the library's default
 }
 
-func (t *transfer) from() string {
-	if t.op == "put" {
-		return t.local
-	}
-	return t.remote
+func (x *xferFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&x.recursive, "r", false, "copy a directory and everything in it (symbolic links are copied as links)")
+	fs.BoolVar(&x.resume, "a", false, "resume: continue the files an interrupted transfer left in its .sluice-part files")
+	fs.BoolVar(&x.preserve, "p", false, "preserve permission bits and access and modification times")
+	fs.BoolVar(&x.fsync, "f", false, "flush each file to stable storage before moving it into place\n(put needs the server's fsync@openssh.com)")
+	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16)")
+	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 }
 
-func (t *transfer) to() string {
-	if t.op == "put" {
-		return t.remote
+func (x *xferFlags) options() []sftp.TransferOption {
+	var opts []sftp.TransferOption
+	if x.recursive {
+		opts = append(opts, sftp.Recursive())
 	}
-	return t.local
+	if x.resume {
+		opts = append(opts, sftp.Resume())
+	}
+	if x.preserve {
+		opts = append(opts, sftp.Preserve())
+	}
+	if x.fsync {
+		opts = append(opts, sftp.Fsync())
+	}
+	if x.parallel > 0 {
+		opts = append(opts, sftp.Parallel(x.parallel))
+	}
+	return opts
 }
 
-// run copies t and reports it. The copy stops promptly when ctx is cancelled because
-// run's caller closes the session then (File.ReadFrom and WriteTo take no context).
-func (t *transfer) run(ctx context.Context, c *sftp.Client, rep *reporter) error {
-	began := rep.start(t)
-	var n int64
-	var err error
-	if t.op == "put" {
-		n, err = putFile(ctx, c, t.local, t.remote)
-	} else {
-		n, err = getFile(ctx, c, t.remote, t.local)
-	}
+// xferCommand builds put's or get's command: both take the same flags.
+func xferCommand(synopsis string, do func(a *app, ctx context.Context, from, to string, x *xferFlags) error) command {
+	return command{synopsis, 2, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+		x := &xferFlags{}
+		x.register(fs)
+		return func(ctx context.Context, a *app, args []string) error { return do(a, ctx, args[0], args[1], x) }
+	}}
+}
+
+func (a *app) put(ctx context.Context, local, remoteArg string, x *xferFlags) (err error) {
+	r, err := a.target(remoteArg)
 	if err != nil {
-		return fmt.Errorf("%s %s -> %s: %w", t.op, t.from(), t.to(), err)
+		return err
 	}
-	rep.done(t, n, began)
+	// Check the source before connecting: a typo should not cost an SSH handshake.
+	fi, err := os.Stat(local)
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	if fi.IsDir() && !x.recursive {
+		return fmt.Errorf("put: %s is a directory (use -r to copy it and everything in it)", local)
+	}
+	s, closeFn, err := a.open(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	// Where the copy lands is Put's rule, repeated here for the summary of a tree (a
+	// single file's reports name it) and for the check below: one STAT.
+	dst := r.Path
+	if fi.IsDir() || s.local {
+		dst = remoteDest(ctx, s.client, local, r.Path)
+	}
+	if s.local {
+		if err := checkOverlap("put", local, dst); err != nil {
+			return err
+		}
+	}
+	err = a.transfer("put", local, dst, x, func(opts ...sftp.TransferOption) error {
+		return s.client.Put(ctx, local, r.Path, opts...)
+	})
+	if err != nil {
+		return fmt.Errorf("put %s -> %s: %w", local, dst, err)
+	}
 	return nil
 }
 
-// putFile uploads local to remote, creating or truncating it. The *os.File goes to
-// ReadFrom unwrapped so the library can see what it is reading from.
-func putFile(ctx context.Context, c *sftp.Client, local, remote string) (n int64, err error) {
-	src, err := os.Open(local)
+func (a *app) get(ctx context.Context, remoteArg, local string, x *xferFlags) (err error) {
+	r, err := a.target(remoteArg)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer src.Close()
-	dst, err := c.Create(ctx, remote)
+	s, closeFn, err := a.open(ctx, r)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	n, err = dst.ReadFrom(src)
-	// CLOSE is where a server reports a write it could not finish; a put is done only
-	// when it succeeds.
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
-}
-
-// getFile downloads remote into local, created 0644 or truncated. The remote file is
-// opened first, so a missing or unreadable one leaves the local file untouched.
-func getFile(ctx context.Context, c *sftp.Client, remote, local string) (n int64, err error) {
-	src, err := c.Open(ctx, remote)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if cerr := src.Close(); err == nil {
-			err = cerr
+	defer closeInto(&err, closeFn)
+	dst := localDest(r.Path, local)
+	if s.local {
+		if err := checkOverlap("get", r.Path, dst); err != nil {
+			return err
 		}
-	}()
-	// Opening a directory succeeds on OpenSSH and only its READs fail; find out before
-	// truncating the local file. A server that refuses FSTAT gets the benefit of doubt.
-	if fi, serr := src.Stat(); serr == nil && fi.IsDir() {
-		return 0, &fs.PathError{Op: "get", Path: remote, Err: errors.New("is a directory")}
 	}
-	dst, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, err
+	err = a.transfer("get", r.Path, dst, x, func(opts ...sftp.TransferOption) error {
+		return s.client.Get(ctx, r.Path, local, opts...)
+	})
+	if err == nil {
+		return nil
 	}
-	n, err = src.WriteTo(dst)
-	// Close can report a delayed write error (NFS, full disk): the data is not safe
-	// until it succeeds.
-	if cerr := dst.Close(); err == nil {
-		err = cerr
+	// Get refuses a directory without Recursive in the library's terms; say it in the
+	// command's. Asked only on failure, so a get costs no extra round trip.
+	if !x.recursive && ctx.Err() == nil {
+		if fi, serr := s.client.Stat(ctx, r.Path); serr == nil && fi.IsDir() {
+			return fmt.Errorf("get: %s is a directory (use -r to copy it and everything in it)", r.Path)
+		}
 	}
-	return n, err
+	return fmt.Errorf("get %s -> %s: %w", r.Path, dst, err)
 }
 
-// remoteTarget is where a put of local lands: inside remote when remote is a
-// directory (or ends in '/'), else remote itself.
-func remoteTarget(ctx context.Context, c *sftp.Client, local, remote string) string {
-	base := filepath.Base(local)
-	if strings.HasSuffix(remote, "/") {
-		return remote + base
+// transfer runs do with x's options and, unless -q, a display fed by its progress
+// reports. The display is finished before transfer returns, so an error printed next
+// starts on a clean line.
+func (a *app) transfer(op, src, dst string, x *xferFlags, do func(...sftp.TransferOption) error) error {
+	opts := x.options()
+	if x.quiet {
+		return do(opts...)
 	}
+	d := newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
+	d.startTicker()
+	err := do(append(opts, sftp.OnProgress(d.update))...)
+	d.finish(err)
+	return err
+}
+
+// remoteDest is where Put of local to remote puts it: inside remote when that is an
+// existing directory, as with cp.
+func remoteDest(ctx context.Context, c *sftp.Client, local, remote string) string {
 	if fi, err := c.Stat(ctx, remote); err == nil && fi.IsDir() {
-		return path.Join(remote, base)
+		return path.Join(remote, filepath.Base(local))
 	}
 	return remote
 }
 
-// localTarget is where a get of remote lands: inside local when local is a
-// directory (or ends in a separator), else local itself.
-func localTarget(remote, local string) string {
-	base := path.Base(remote)
-	if strings.HasSuffix(local, string(filepath.Separator)) {
-		return local + base
-	}
+// localDest is where Get of remote to local puts it, by the same rule.
+func localDest(remote, local string) string {
 	if fi, err := os.Stat(local); err == nil && fi.IsDir() {
-		return filepath.Join(local, base)
+		return filepath.Join(local, path.Base(remote))
 	}
 	return local
 }
 
-// sameLocalFile reports whether a and b name one file. Only meaningful with the local
-// sftp-server, which shares this process's file system and working directory: copying
-// a file onto itself would truncate it before reading.
-func sameLocalFile(a, b string) bool {
-	fa, err := os.Stat(a)
+// checkOverlap refuses to copy a file onto itself, or a directory into itself, like
+// cp. It is only meaningful with the local sftp-server, which shares this process's
+// file system and working directory, so both paths can be looked at here. The copy
+// would not destroy the file (it goes through a part file), but it is never what was
+// meant, and a directory copied into itself nests a copy of itself.
+func checkOverlap(op, src, dst string) error {
+	sfi, err := os.Stat(src)
 	if err != nil {
-		return false
+		return nil // the transfer reports it
 	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
+	if !sfi.IsDir() {
+		if dfi, err := os.Stat(dst); err == nil && os.SameFile(sfi, dfi) {
+			return fmt.Errorf("%s: %s and %s are the same file", op, src, dst)
+		}
+		return nil
+	}
+	// dst need not exist yet: look at it and each of its parents.
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return nil
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && os.SameFile(sfi, fi) {
+			return fmt.Errorf("%s: cannot copy the directory %s into itself (%s)", op, src, dst)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }
