@@ -25,6 +25,10 @@ import (
 // round trips of opening handles are paid back.
 const stripeMin = 8 << 20
 
+// channelWindow is the flow-control window of one SSH session channel: fixed at 2 MiB
+// in x/crypto/ssh and OpenSSH alike (sshd advertises it once the subsystem runs).
+const channelWindow = 2 << 20
+
 // defaultStripeMinRTT is the round trip below which one channel's window is not what
 // limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
 // connection. There extra channels would only add server processes competing for the

@@ -67,6 +67,12 @@ type readStream struct {
 	hint   int64  // file size from FSTAT, or -1: past it one READ at a time
 	statID uint32 // FSTAT in flight, or 0
 	pkt    []byte // encoding buffer for READs, reused (the channel copies it)
+
+	// On a link slow enough to stripe, each lane keeps only about 1.5 windows of READs
+	// at the server: enough to keep its window full, while a deeper queue on the first
+	// lane would hold back, in offset order, everything the lanes joining later bring.
+	capped  bool
+	laneCap int
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -74,14 +80,18 @@ type readStream struct {
 // whether to stripe, at no extra round trip; a server that refuses it just leaves the
 // hint unknown.
 func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
-	max := f.c.window()
+	window := f.c.window()
 	s := &readStream{
-		lanes: f.newLanes(max, sshfx.FlagRead),
+		lanes: f.newLanes(window, sshfx.FlagRead),
 		size:  f.c.readSize(), next: off, issue: off, limit: limit,
-		win: min(win, max), max: max,
-		reqs: make(map[uint32]readReq, max),
-		segs: make(map[int64]segment, max),
+		win: min(win, window), max: window,
+		reqs: make(map[uint32]readReq, window),
+		segs: make(map[int64]segment, window),
 		eof:  -1, hint: -1,
+	}
+	if f.c.stripes() {
+		s.capped = true
+		s.laneCap = max(2, channelWindow*3/2/(s.size+packetSlack))
 	}
 	if stat {
 		id := f.cn.newID()
@@ -135,6 +145,9 @@ func (s *readStream) fill() {
 			return
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
+		if s.capped && s.pick().out >= s.laneCap {
+			return // every lane has what keeps its window full; more would only queue
+		}
 		if !s.send(readReq{off: s.issue, n: n}) {
 			return
 		}

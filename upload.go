@@ -81,6 +81,12 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 			}
 		}
 		l := ws.pick()
+		for len(ws.all) > 1 && l.out >= ws.laneCap(size) && ws.more() {
+			l = ws.pick()
+		}
+		if ws.err != nil {
+			break
+		}
 		bp := c.dataBuf()
 		id := l.cn.newID()
 		hdr := len(appendWriteHeader((*bp)[:0], id, l.handle, uint64(off), size))
@@ -96,7 +102,9 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 				ws.reqs[id] = readReq{off: off, n: n, lane: l}
 			}
 			off += int64(n)
-			if off-ws.start >= stripeMin {
+			if off-ws.start >= channelWindow {
+				// Size unknown, but more than one window already: on a long link one
+				// channel is now the limit, so it is worth opening more.
 				ws.stripe()
 			}
 		}
@@ -119,6 +127,14 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 		return ws.errAt - ws.start, ws.f.err("write", ws.err)
 	}
 	return off - ws.start, srcErr
+}
+
+// laneCap is how many WRITEs of size one lane may have in flight when there are
+// several: what fits in the server's channel window. x/crypto's Write blocks once a
+// channel's window is used up, and one goroutine sends for every lane, so a lane past
+// its window would hold back all the others.
+func (ws *writeStream) laneCap(size int) int {
+	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }
 
 func (ws *writeStream) fail(at int64, err error) {
