@@ -22,8 +22,9 @@ type job struct {
 	HostKey string        `json:"host_key"` // authorized_keys format
 	Dir     direction     `json:"dir"`
 	Remote  string        `json:"remote"` // download source or upload destination
-	Local   string        `json:"local"`  // upload source
-	Size    int64         `json:"size"`
+	Local   string        `json:"local"`  // upload source; a tree download's destination
+	Tree    bool          `json:"tree,omitempty"`
+	Size    int64         `json:"size"` // a tree's: all its files' bytes
 	Timeout time.Duration `json:"timeout"`
 	Sluice  sluiceOptions `json:"sluice"`
 }
@@ -53,8 +54,8 @@ func childMain(spec string) int {
 		return 2
 	}
 	r := findRow(j.Row)
-	if r == nil || r.transfer == nil {
-		fmt.Fprintf(os.Stderr, "child: no Go client row %q in this build\n", j.Row)
+	if r == nil || r.childFunc(&j) == nil {
+		fmt.Fprintf(os.Stderr, "child: no Go client row %q for this case in this build\n", j.Row)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.Timeout)
@@ -66,7 +67,7 @@ func childMain(spec string) int {
 	}
 	defer conn.Close()
 	start := time.Now()
-	n, err := r.transfer(ctx, conn, &j)
+	n, err := r.childFunc(&j)(ctx, conn, &j)
 	elapsed := time.Since(start)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "child: %s %s: %v (after %d bytes)\n", j.Row, j.Dir, err, n)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestSmoke runs every row once each way, direct and through the delay proxy, on a small
-// file. It checks that each transfer completes and is verified, not how fast it is.
+// file and on a small tree. It checks that each transfer completes and is verified, not
+// how fast it is.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run skipped in -short mode")
@@ -30,7 +33,7 @@ func TestSmoke(t *testing.T) {
 	if err := sshdtest.SSHDUsable(); err != nil {
 		t.Skip(err)
 	}
-	cfg, err := parseFlags([]string{"-size", "4MiB", "-rounds", "1", "-rtt", "0,4ms",
+	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms",
 		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir(), "-v"})
 	require.NoError(t, err)
 	var out, progress strings.Builder
@@ -40,20 +43,40 @@ func TestSmoke(t *testing.T) {
 	t.Logf("\n%s", out.String())
 	require.NotContains(t, out.String(), "Failed transfers", progress.String())
 	withSluice, withTime := findRow(sluiceDefaultID) != nil, findGNUTime() != ""
+	// A tree table has a wall-time column after the rate, which moves the ratio and RSS.
+	extra, treeRows := 0, 0
 	for _, line := range strings.Split(out.String(), "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| row ") {
+		if strings.HasPrefix(line, "| row ") {
+			extra = 0
+			if strings.Contains(line, "files/s") {
+				extra = 1
+			}
 			continue
 		}
+		if !strings.HasPrefix(line, "| ") {
+			continue
+		}
+		treeRows += extra
 		cells := strings.Split(line, " | ")
-		require.Len(t, cells, 5, line)
+		require.Len(t, cells, 5+extra, line)
 		for i, c := range cells[1:] {
-			if (i == 1 && !withSluice) || (i == 2 && !withTime) {
+			if (i == 1+extra && !withSluice) || (i == 2+extra && !withTime) {
 				continue // no ratio in a -tags nosluice build; no RSS without GNU time
 			}
 			require.NotContains(t, c, "–", "a row produced no figure: %s", line)
 		}
 	}
-	for _, want := range []string{"download, RTT 0 (direct)", "upload, RTT 4ms", "plain channel", "pkg/sftp v1.13.12 tuned"} {
+	for _, want := range []string{"download, RTT 0 (direct), 4 MiB", "upload, RTT 4ms", "plain channel", "pkg/sftp v1.13.12 tuned",
+		"upload, RTT 4ms (delay proxy, 2ms each way), tree of 20 × 4 KiB files in 10 dirs"} {
 		require.Contains(t, out.String(), want)
 	}
+	// Only the rows with a recursive copy take part in tree tables.
+	treeRowsRun := slices.DeleteFunc(slices.Clone(cfg.rows), func(r *row) bool {
+		_, noSFTP := exec.LookPath("sftp")
+		return !r.runs(caseTree) || (r.transfer == nil && noSFTP != nil)
+	})
+	wantTreeRows := 2 * len(cfg.rtts) * len(treeRowsRun)
+	require.Equal(t, wantTreeRows, treeRows)
+	require.Less(t, strings.Index(out.String(), "upload, RTT 4ms (delay proxy, 2ms each way), 4 MiB"),
+		strings.Index(out.String(), "download, RTT 0 (direct), tree"), "the big-file tables come first")
 }

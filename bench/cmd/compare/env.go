@@ -27,6 +27,7 @@ type env struct {
 	hostAddrs  []string // the addresses knownHosts covers
 	log        *serverLog
 	sources    map[int64]string
+	trees      map[string]*treeSource
 	onTmpfs    bool
 }
 
@@ -35,7 +36,7 @@ func newEnv(root string) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{work: work, sources: map[int64]string{}, onTmpfs: isTmpfs(work)}
+	e := &env{work: work, sources: map[int64]string{}, trees: map[string]*treeSource{}, onTmpfs: isTmpfs(work)}
 	e.log = &serverLog{path: filepath.Join(work, "sftp-server.log")}
 	// sftp-server at INFO logs one line per closed file with the bytes it read and wrote:
 	// the server's own account of every SFTP transfer, checked after each one.
@@ -133,6 +134,17 @@ func (l *serverLog) mark() error {
 // moved sums, over the handles on path closed since mark, the bytes read and written. A
 // striping client closes one handle per channel, so one transfer can log several lines.
 func (l *serverLog) moved(path string) (read, written int64, err error) {
+	return l.movedIf(func(p string) bool { return p == path })
+}
+
+// movedUnder sums like moved over every file below dir: a tree copy, including the part
+// files a client writes before renaming them into place.
+func (l *serverLog) movedUnder(dir string) (read, written int64, err error) {
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	return l.movedIf(func(p string) bool { return strings.HasPrefix(p, prefix) })
+}
+
+func (l *serverLog) movedIf(match func(path string) bool) (read, written int64, err error) {
 	b, err := os.ReadFile(l.path)
 	if err != nil {
 		return 0, 0, err
@@ -142,7 +154,7 @@ func (l *serverLog) moved(path string) (read, written int64, err error) {
 	}
 	for _, line := range strings.Split(string(b[l.off:]), "\n") {
 		m := closeLine.FindStringSubmatch(line)
-		if m == nil || m[1] != path {
+		if m == nil || !match(m[1]) {
 			continue
 		}
 		r, _ := strconv.ParseInt(m[2], 10, 64)
@@ -156,9 +168,18 @@ func (l *serverLog) moved(path string) (read, written int64, err error) {
 // waits for CLOSE's reply, which sftp-server sends after logging, so this normally holds
 // at once; the wait covers handles the server closes only when the session ends.
 func (l *serverLog) await(path string, dir direction, want int64, timeout time.Duration) error {
+	return l.awaitMoved(path, func() (int64, int64, error) { return l.moved(path) }, dir, want, timeout)
+}
+
+// awaitUnder is await for a tree: the bytes moved on every file below root.
+func (l *serverLog) awaitUnder(root string, dir direction, want int64, timeout time.Duration) error {
+	return l.awaitMoved(root+"/…", func() (int64, int64, error) { return l.movedUnder(root) }, dir, want, timeout)
+}
+
+func (l *serverLog) awaitMoved(what string, moved func() (read, written int64, err error), dir direction, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		read, written, err := l.moved(path)
+		read, written, err := moved()
 		if err != nil {
 			return err
 		}
@@ -170,7 +191,7 @@ func (l *serverLog) await(path string, dir direction, want int64, timeout time.D
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("sftp-server logged %d bytes %s for %s, want %d", got, map[direction]string{download: "read", upload: "written"}[dir], path, want)
+			return fmt.Errorf("sftp-server logged %d bytes %s for %s, want %d", got, map[direction]string{download: "read", upload: "written"}[dir], what, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

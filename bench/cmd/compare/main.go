@@ -9,6 +9,7 @@
 //
 //	go run ./cmd/compare -size 64MiB -rounds 1           # smoke check
 //	go run ./cmd/compare -rtt 0,10ms,50ms                # the full comparison
+//	go run ./cmd/compare -case tree -rtt 0,50ms          # many small files only
 package main
 
 import (
@@ -50,6 +51,8 @@ func main() {
 // config is everything the flags decide.
 type config struct {
 	size     int64 // 0: 1 GiB at RTT 0, 256 MiB behind the proxy
+	cases    []benchCase
+	tree     treeShape // files 0: 1000 at RTT 0, 200 behind the proxy
 	rtts     []time.Duration
 	rounds   int
 	rows     []*row
@@ -66,9 +69,11 @@ type sluiceOptions struct {
 	Channels int `json:"channels,omitempty"`
 	Inflight int `json:"inflight,omitempty"`
 	Packet   int `json:"packet,omitempty"`
+	Parallel int `json:"parallel,omitempty"` // tree case only: files in flight
 }
 
-func (o sluiceOptions) String() string {
+// describe lists the settings that apply to a table of case c.
+func (o sluiceOptions) describe(c benchCase) string {
 	var parts []string
 	if o.Channels > 0 {
 		parts = append(parts, fmt.Sprintf("channels=%d", o.Channels))
@@ -78,6 +83,9 @@ func (o sluiceOptions) String() string {
 	}
 	if o.Packet > 0 {
 		parts = append(parts, fmt.Sprintf("packet=%d", o.Packet))
+	}
+	if c == caseTree && o.Parallel > 0 {
+		parts = append(parts, fmt.Sprintf("parallel=%d", o.Parallel))
 	}
 	if len(parts) == 0 {
 		return "defaults"
@@ -99,10 +107,30 @@ func (d direction) String() string {
 	return "download"
 }
 
+// benchCase is what a table moves: one big file, or a tree of small ones.
+type benchCase string
+
+const (
+	caseFile benchCase = "file"
+	caseTree benchCase = "tree"
+)
+
+// treeShape is the tree case's source: files of fileSize bytes spread over dirs
+// directories.
+type treeShape struct {
+	files    int // 0: chosen by RTT, see treeFilesFor
+	dirs     int
+	fileSize int64
+}
+
+// treeFileSize keeps the tree case about round trips: one READ or WRITE per file.
+const treeFileSize = 4 << 10
+
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
 		size     = fs.String("size", "auto", "bytes per transfer, e.g. 64MiB, 1GiB; auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
+		cases    = fs.String("case", "all", "comma-separated cases: file (one big file), tree (many small files), or all")
 		rtts     = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
 		rounds   = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
 		rowsFlag = fs.String("rows", "all", "comma-separated rows: "+strings.Join(rowIDs(), ","))
@@ -116,12 +144,16 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.sluice.Channels, "sluice-channels", 8, "sluice tuned: WithChannels (0 = library default)")
 	fs.IntVar(&cfg.sluice.Inflight, "sluice-inflight", 0, "sluice tuned: WithMaxInflight (0 = library default)")
 	fs.IntVar(&cfg.sluice.Packet, "sluice-packet", 0, "sluice tuned: WithMaxPacket (0 = library default)")
+	fs.IntVar(&cfg.sluice.Parallel, "sluice-parallel", 64, "sluice tuned, tree case: Parallel (0 = library default)")
+	fs.IntVar(&cfg.tree.files, "tree-files", 0, "files in the tree case; 0 = 1000 at RTT 0, 200 behind the delay proxy")
+	fs.IntVar(&cfg.tree.dirs, "tree-dirs", 10, "directories the tree case's files are spread over (every other one nested in the one before)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	var err error
 	if *size != "auto" {
 		n, err := parseSize(*size)
 		if err != nil {
@@ -129,6 +161,19 @@ func parseFlags(args []string) (*config, error) {
 		}
 		cfg.size = n
 	}
+	if cfg.cases, err = parseCases(*cases); err != nil {
+		return nil, err
+	}
+	if cfg.tree.files < 0 || cfg.tree.files > 100000 {
+		return nil, fmt.Errorf("-tree-files %d: want 1 to 100000 (0 = auto)", cfg.tree.files)
+	}
+	if cfg.tree.dirs < 1 || cfg.tree.dirs > 100 {
+		return nil, fmt.Errorf("-tree-dirs %d: want 1 to 100", cfg.tree.dirs)
+	}
+	if cfg.sluice.Parallel < 0 || cfg.sluice.Parallel > 1024 {
+		return nil, fmt.Errorf("-sluice-parallel %d: want 1 to 1024 (0 = library default)", cfg.sluice.Parallel)
+	}
+	cfg.tree.fileSize = treeFileSize
 	for _, s := range strings.Split(*rtts, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
 		if err != nil || d < 0 {
@@ -172,6 +217,43 @@ func (c *config) sizeFor(rtt time.Duration) int64 {
 	default:
 		return 256 << 20
 	}
+}
+
+// treeFilesFor is the tree case's file count at one RTT. Behind the proxy, sftp(1)
+// copies one file at a time at several round trips each: 1000 files at 50 ms would take
+// minutes per transfer.
+func (c *config) treeFilesFor(rtt time.Duration) int {
+	switch {
+	case c.tree.files > 0:
+		return c.tree.files
+	case rtt == 0:
+		return 1000
+	default:
+		return 200
+	}
+}
+
+// parseCases reads -case, keeping file before tree whatever the order given, so the
+// big-file tables come first.
+func parseCases(spec string) ([]benchCase, error) {
+	if spec == "all" {
+		return []benchCase{caseFile, caseTree}, nil
+	}
+	want := map[benchCase]bool{}
+	for _, s := range strings.Split(spec, ",") {
+		c := benchCase(strings.TrimSpace(s))
+		if c != caseFile && c != caseTree {
+			return nil, fmt.Errorf("-case %q: want file, tree or all", s)
+		}
+		want[c] = true
+	}
+	var out []benchCase
+	for _, c := range []benchCase{caseFile, caseTree} {
+		if want[c] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // selectRows resolves -rows against the registry, keeping the registry's order so that

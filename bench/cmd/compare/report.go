@@ -19,6 +19,7 @@ type results struct {
 	rows    []*row
 	rounds  int
 	size    int64
+	files   int // the tree case's files per transfer, counted in files/s; 0: a file in MiB/s
 	timeout time.Duration
 	m       map[*row][]measurement // indexed by round; the zero measurement = not run
 }
@@ -31,45 +32,69 @@ func newResults(rows []*row, rounds int, size int64, timeout time.Duration) *res
 	return res
 }
 
+// newTreeResults is newResults for a tree case table, rated in files/s.
+func newTreeResults(rows []*row, rounds int, t *treeSource, timeout time.Duration) *results {
+	res := newResults(rows, rounds, t.size(), timeout)
+	res.files = len(t.files)
+	return res
+}
+
 func (res *results) set(r *row, round int, m measurement) { res.m[r][round] = m }
 
-// rate is round's throughput for r in MiB/s over the client process's wall time. A
-// transfer killed at the timeout yields size/timeout, an upper bound (bound = true).
+// amount is what one transfer moves in the table's unit: MiB, or files.
+func (res *results) amount() float64 {
+	if res.files > 0 {
+		return float64(res.files)
+	}
+	return float64(res.size) / mib
+}
+
+// rate is round's throughput for r in MiB/s (files/s for a tree) over the client
+// process's wall time. A transfer killed at the timeout yields amount/timeout, an upper
+// bound (bound = true).
 func (res *results) rate(r *row, round int) (v float64, bound, ok bool) {
 	m := res.m[r][round]
 	switch {
 	case m.timedOut:
-		return float64(res.size) / mib / res.timeout.Seconds(), true, true
+		return res.amount() / res.timeout.Seconds(), true, true
 	case m.ran && m.err == nil:
-		return float64(res.size) / mib / m.wall.Seconds(), false, true
+		return res.amount() / m.wall.Seconds(), false, true
 	}
 	return 0, false, false
 }
 
 // summary is one table line.
 type summary struct {
-	rate, ratio, rssMiB, cpuPerGiB float64
-	hasRate, hasRatio, hasRSS      bool
-	hasCPU                         bool
-	rateBound, ratioBound          bool // a timed-out round took part
+	rate, ratio, rssMiB, wall float64
+	// cpu is CPU seconds per GiB moved, or per transfer in the tree case, where the
+	// bytes are few and the cost is per file.
+	cpu                       float64
+	hasRate, hasRatio, hasRSS bool
+	hasCPU, hasWall           bool
+	rateBound, ratioBound     bool // a timed-out round took part
 }
 
 func (res *results) summarize(r *row) summary {
 	var s summary
-	var rates, ratios, rss, cpu []float64
+	var rates, ratios, rss, cpu, walls []float64
 	base := findIn(res.rows, sluiceDefaultID)
 	for round := range res.rounds {
 		m := res.m[r][round]
 		v, bound, ok := res.rate(r, round)
 		if ok {
 			rates = append(rates, v)
+			walls = append(walls, res.amount()/v)
 			s.rateBound = s.rateBound || bound
 			if m.rssKiB > 0 {
 				rss = append(rss, float64(m.rssKiB)/1024)
 			}
 		}
 		if ok && !bound {
-			cpu = append(cpu, m.cpu.Seconds()/(float64(res.size)/gib))
+			c := m.cpu.Seconds()
+			if res.files == 0 {
+				c /= float64(res.size) / gib
+			}
+			cpu = append(cpu, c)
 		}
 		if base == nil || !ok {
 			continue
@@ -84,7 +109,8 @@ func (res *results) summarize(r *row) summary {
 	s.rate, s.hasRate = median(rates)
 	s.ratio, s.hasRatio = median(ratios)
 	s.rssMiB, s.hasRSS = median(rss)
-	s.cpuPerGiB, s.hasCPU = median(cpu)
+	s.cpu, s.hasCPU = median(cpu)
+	s.wall, s.hasWall = median(walls)
 	return s
 }
 
@@ -114,18 +140,29 @@ func median(xs []float64) (float64, bool) {
 // write prints the markdown table, then the failures, if any.
 func (res *results) write(w io.Writer, cfg *config, heading string) {
 	fmt.Fprintf(w, "\n### %s\n\n", heading)
-	fmt.Fprintln(w, "| row | MiB/s (median) | sluice/row | peak RSS MiB | CPU s/GiB |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
+	bc, what := caseFile, formatSize(res.size)
+	if res.files > 0 {
+		bc, what = caseTree, fmt.Sprintf("%d files", res.files)
+		fmt.Fprintln(w, "| row | files/s (median) | wall s (median) | sluice/row | peak RSS MiB | CPU s |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|")
+	} else {
+		fmt.Fprintln(w, "| row | MiB/s (median) | sluice/row | peak RSS MiB | CPU s/GiB |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
+	}
 	anyBound := false
 	for _, r := range res.rows {
 		s := res.summarize(r)
 		anyBound = anyBound || s.rateBound || s.ratioBound
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.label(cfg),
-			cell(s.rate, s.hasRate, 1, s.rateBound), cell(s.ratio, s.hasRatio, 2, s.ratioBound),
-			cell(s.rssMiB, s.hasRSS, 1, false), cell(s.cpuPerGiB, s.hasCPU, 2, false))
+		cells := []string{r.label(cfg, bc), cell(s.rate, s.hasRate, 1, s.rateBound)}
+		if res.files > 0 {
+			cells = append(cells, cell(s.wall, s.hasWall, 2, s.rateBound))
+		}
+		cells = append(cells, cell(s.ratio, s.hasRatio, 2, s.ratioBound),
+			cell(s.rssMiB, s.hasRSS, 1, false), cell(s.cpu, s.hasCPU, 2, false))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	if anyBound {
-		fmt.Fprintf(w, "\n\\* includes transfers killed at -timeout %v, counted as %s/timeout: a bound, not a measurement.\n", res.timeout, formatSize(res.size))
+		fmt.Fprintf(w, "\n\\* includes transfers killed at -timeout %v, counted as %s/timeout: a bound, not a measurement.\n", res.timeout, what)
 	}
 	var fails []string
 	for _, r := range res.rows {
@@ -162,9 +199,13 @@ func progressLine(res *results, r *row, round int, dir direction, rtt time.Durat
 		return head + fmt.Sprintf(" timed out after %v", res.timeout)
 	}
 	v, _, _ := res.rate(r, round)
-	line := head + fmt.Sprintf(" %7.1f MiB/s  wall %6.2fs", v, m.wall.Seconds())
+	unit := "MiB/s"
+	if res.files > 0 {
+		unit = "files/s"
+	}
+	line := head + fmt.Sprintf(" %7.1f %s  wall %6.2fs", v, unit, m.wall.Seconds())
 	if m.transfer > 0 {
-		line += fmt.Sprintf(" (transfer %6.2fs = %7.1f MiB/s)", m.transfer.Seconds(), float64(res.size)/mib/m.transfer.Seconds())
+		line += fmt.Sprintf(" (transfer %6.2fs = %7.1f %s)", m.transfer.Seconds(), res.amount()/m.transfer.Seconds(), unit)
 	}
 	return line + fmt.Sprintf("  rss %6.1f MiB  cpu %5.2fs", float64(m.rssKiB)/1024, m.cpu.Seconds())
 }

@@ -64,7 +64,7 @@ func TestRatiosPairRounds(t *testing.T) {
 	require.InDelta(t, 50, s.rate, 1e-9)
 	require.InDelta(t, 1, s.ratio, 1e-9, "median of 2, 1, 0.5")
 	require.InDelta(t, 2, s.rssMiB, 1e-9)
-	require.InDelta(t, 1/(100.0/1024), s.cpuPerGiB, 1e-9)
+	require.InDelta(t, 1/(100.0/1024), s.cpu, 1e-9)
 
 	s = res.summarize(slow)
 	require.True(t, s.rateBound, "a timed-out round makes the figure a bound")
@@ -72,7 +72,7 @@ func TestRatiosPairRounds(t *testing.T) {
 	require.True(t, s.ratioBound)
 	require.InDelta(t, (100.0/10+20.0/25)/2, s.ratio, 1e-9)
 	require.InDelta(t, 3, s.rssMiB, 1e-9, "RSS counts the timed-out round too")
-	require.InDelta(t, 1/(100.0/1024), s.cpuPerGiB, 1e-9, "CPU only from completed rounds")
+	require.InDelta(t, 1/(100.0/1024), s.cpu, 1e-9, "CPU only from completed rounds")
 
 	var b strings.Builder
 	res.write(&b, &config{}, "download")
@@ -124,7 +124,25 @@ func TestParseFlags(t *testing.T) {
 	require.Equal(t, int64(1<<30), cfg.sizeFor(0))
 	require.Equal(t, int64(256<<20), cfg.sizeFor(50*time.Millisecond))
 
-	for _, bad := range [][]string{{"-rows", "nope"}, {"-rtt", "x"}, {"-dir", "sideways"}, {"-rounds", "0"}, {"extra"}} {
+	require.Equal(t, []benchCase{caseFile, caseTree}, cfg.cases)
+	require.Equal(t, 1000, cfg.treeFilesFor(0))
+	require.Equal(t, 200, cfg.treeFilesFor(50*time.Millisecond))
+	require.Equal(t, treeShape{dirs: 10, fileSize: 4096}, cfg.tree)
+	require.Equal(t, 64, cfg.sluice.Parallel)
+
+	cfg, err = parseFlags([]string{"-case", "tree,file", "-tree-files", "50", "-tree-dirs", "2", "-sluice-parallel", "0"})
+	require.NoError(t, err)
+	require.Equal(t, []benchCase{caseFile, caseTree}, cfg.cases, "file tables first whatever the order given")
+	require.Equal(t, 50, cfg.treeFilesFor(0))
+	require.Equal(t, 50, cfg.treeFilesFor(50*time.Millisecond))
+	require.Equal(t, 2, cfg.tree.dirs)
+	require.Zero(t, cfg.sluice.Parallel)
+	cfg, err = parseFlags([]string{"-case", "tree"})
+	require.NoError(t, err)
+	require.Equal(t, []benchCase{caseTree}, cfg.cases)
+
+	for _, bad := range [][]string{{"-rows", "nope"}, {"-rtt", "x"}, {"-dir", "sideways"}, {"-rounds", "0"}, {"extra"},
+		{"-case", "dir"}, {"-case", ""}, {"-tree-files", "-1"}, {"-tree-dirs", "0"}, {"-sluice-parallel", "2000"}} {
 		_, err := parseFlags(bad)
 		require.Error(t, err, bad)
 	}

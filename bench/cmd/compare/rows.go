@@ -10,8 +10,10 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// transferFunc moves j.Size bytes over conn in j.Dir and returns the bytes it moved. It
-// runs in the child process, after the SSH handshake, and times nothing itself.
+// transferFunc moves j.Size bytes over conn in j.Dir and returns the bytes it moved (a
+// tree copy, which has no byte count of its own, returns j.Size once it succeeded: the
+// harness counts the tree itself). It runs in the child process, after the SSH
+// handshake, and times nothing itself.
 type transferFunc func(ctx context.Context, conn *ssh.Client, j *job) (int64, error)
 
 // row is one client in the comparison.
@@ -19,20 +21,37 @@ type row struct {
 	id    string // for -rows
 	title string
 	order int // position in the tables
-	// detail, if set, adds the row's settings to its title (the tuned sluice row).
-	detail func(*config) string
+	// detail, if set, adds the row's settings for a table of the given case to its
+	// title (the tuned sluice row).
+	detail func(*config, benchCase) string
 	// sftp rows go through sftp-server, whose log confirms the bytes it moved.
 	sftp bool
 	// transfer runs in a child process; nil means the row is OpenSSH sftp(1), which the
 	// harness runs itself.
 	transfer transferFunc
+	// tree copies a directory tree in a child process, for the tree case; a row without
+	// one (other than sftp(1)) has no recursive copy and is left out of tree tables.
+	tree transferFunc
 }
 
-func (r *row) label(cfg *config) string {
+func (r *row) label(cfg *config, c benchCase) string {
 	if r.detail != nil {
-		return r.title + " (" + r.detail(cfg) + ")"
+		return r.title + " (" + r.detail(cfg, c) + ")"
 	}
 	return r.title
+}
+
+// runs reports whether r takes part in tables of case c.
+func (r *row) runs(c benchCase) bool {
+	return c == caseFile || r.transfer == nil || r.tree != nil
+}
+
+// childFunc is what a child process runs for r in j.
+func (r *row) childFunc(j *job) transferFunc {
+	if j.Tree {
+		return r.tree
+	}
+	return r.transfer
 }
 
 // sluiceDefaultID is the row every ratio is computed against.

@@ -20,8 +20,9 @@ import (
 // stand, the last one may be partial.
 var errStopped = errors.New("stopped before the end (deadline or interrupt); the last table may be partial")
 
-// run sets up the server, then for each RTT and direction runs every row once per round
-// and prints that table as soon as it is complete.
+// run sets up the server, then for each case (the big file first, then the tree), RTT
+// and direction runs every row that takes part once per round and prints that table as
+// soon as it is complete.
 func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	if err := sshdtest.SSHDUsable(); err != nil {
 		return err
@@ -52,52 +53,80 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	writeHeader(out, cfg, h, rows)
 
 	deadline := time.Now().Add(cfg.deadline)
-	for _, rtt := range cfg.rtts {
-		size := cfg.sizeFor(rtt)
-		if _, err := h.env.source(size); err != nil {
+	for _, c := range cfg.cases {
+		var crows []*row
+		for _, r := range rows {
+			if r.runs(c) {
+				crows = append(crows, r)
+			}
+		}
+		if len(crows) == 0 {
+			fmt.Fprintf(progress, "compare: no row of this run copies a %s; leaving that case out\n", c)
+			continue
+		}
+		for _, rtt := range cfg.rtts {
+			if err := h.tables(ctx, c, crows, rtt, deadline, out, progress); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tables runs case c at one RTT, one table per direction, printing each as soon as it is
+// complete.
+func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
+	cfg := h.cfg
+	w := &workload{c: c, size: cfg.sizeFor(rtt)}
+	what := formatSize(w.size)
+	if c == caseTree {
+		shape := cfg.tree
+		shape.files = cfg.treeFilesFor(rtt)
+		t, err := h.env.tree(shape)
+		if err != nil {
 			return err
 		}
-		addr, where := h.env.sshd.Addr, "direct"
-		var proxy *delayproxy.Proxy
-		if rtt > 0 {
-			if proxy, err = delayproxy.New(h.env.sshd.Addr, rtt/2); err != nil {
-				return err
-			}
-			if err := h.env.addKnownHost(proxy.Addr()); err != nil {
-				_ = proxy.Close()
-				return err
-			}
-			addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+		w.tree, w.size, what = t, t.size(), t.describe()
+	} else if _, err := h.env.source(w.size); err != nil {
+		return err
+	}
+	addr, where := h.env.sshd.Addr, "direct"
+	if rtt > 0 {
+		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
+		if err != nil {
+			return err
+		}
+		defer proxy.Close()
+		if err := h.env.addKnownHost(proxy.Addr()); err != nil {
+			return err
+		}
+		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	}
+	for _, dir := range cfg.dirs {
+		res := newResults(rows, cfg.rounds, w.size, cfg.timeout)
+		if w.tree != nil {
+			res = newTreeResults(rows, cfg.rounds, w.tree, cfg.timeout)
 		}
 		stopped := false
-		for _, dir := range cfg.dirs {
-			res := newResults(rows, cfg.rounds, size, cfg.timeout)
-			for round := range cfg.rounds {
-				// Alternate the order so that no row always runs right after the
-				// same neighbour (page cache, CPU frequency, sshd's state).
-				order := slices.Clone(rows)
-				if round%2 == 1 {
-					slices.Reverse(order)
+		for round := range cfg.rounds {
+			// Alternate the order so that no row always runs right after the
+			// same neighbour (page cache, CPU frequency, sshd's state).
+			order := slices.Clone(rows)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, r := range order {
+				if ctx.Err() != nil || time.Now().After(deadline) {
+					stopped = true
+					break
 				}
-				for _, r := range order {
-					if ctx.Err() != nil || time.Now().After(deadline) {
-						stopped = true
-						break
-					}
-					res.set(r, round, h.run(ctx, r, dir, addr, size, round))
-					if cfg.verbose {
-						fmt.Fprintln(progress, progressLine(res, r, round, dir, rtt))
-					}
+				res.set(r, round, h.run(ctx, r, dir, addr, w, round))
+				if cfg.verbose {
+					fmt.Fprintln(progress, progressLine(res, r, round, dir, rtt))
 				}
 			}
-			res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, formatSize(size), cfg.rounds))
-			if stopped {
-				break
-			}
 		}
-		if proxy != nil {
-			_ = proxy.Close()
-		}
+		res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, what, cfg.rounds))
 		if stopped {
 			return errStopped
 		}
@@ -115,9 +144,20 @@ func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "- every client on %s; rows run in alternating order, %d round(s) each\n", sshdtest.CipherAES128GCM, cfg.rounds)
-	fmt.Fprintln(w, "- MiB/s = bytes / wall time of the client process (connect, authenticate, transfer, close), the same clock for every row")
+	if slices.Contains(cfg.cases, caseFile) {
+		fmt.Fprintln(w, "- MiB/s = bytes / wall time of the client process (connect, authenticate, transfer, close), the same clock for every row")
+	}
+	if slices.Contains(cfg.cases, caseTree) {
+		count := fmt.Sprintf("%d files of %s in %d dirs", cfg.tree.files, formatSize(cfg.tree.fileSize), cfg.tree.dirs)
+		if cfg.tree.files == 0 {
+			count = fmt.Sprintf("files of %s in %d dirs, %d at RTT 0 and %d behind the proxy (sftp(1) pays several round trips per file; see -tree-files)",
+				formatSize(cfg.tree.fileSize), cfg.tree.dirs, cfg.treeFilesFor(0), cfg.treeFilesFor(time.Millisecond))
+		}
+		fmt.Fprintf(w, "- tree case: %s; files/s = files / wall time of the client process (connect, authenticate, copy, close), the same clock for every row; rows without a recursive copy are left out\n", count)
+		fmt.Fprintln(w, "- tree case: sftp(1) runs get -r / put -r; sluice runs Get / Put with Recursive(); every copy is counted and compared file by file")
+	}
 	if findIn(rows, sluiceDefaultID) != nil {
-		fmt.Fprintln(w, "- sluice/row = sluice default MiB/s / row MiB/s in the same round, median over rounds (> 1: sluice is faster)")
+		fmt.Fprintln(w, "- sluice/row = sluice default rate / row rate (MiB/s, or files/s) in the same round, median over rounds (> 1: sluice is faster)")
 	} else {
 		fmt.Fprintln(w, "- sluice/row: not available, the sluice default row is not in this run")
 	}

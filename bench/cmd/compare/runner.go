@@ -51,21 +51,45 @@ type clientCmd struct {
 	stdin io.Reader
 }
 
+// workload is what one table moves: a file of size bytes, or, in the tree case, tree.
+type workload struct {
+	c    benchCase
+	size int64       // the file's, or all the tree's files' bytes
+	tree *treeSource // tree case only
+}
+
 // run performs one transfer by r and checks it: sizes from the client, the file system
-// and sftp-server's log. An upload's destination is removed afterwards in every case.
-func (h *harness) run(ctx context.Context, r *row, dir direction, addr string, size int64, round int) measurement {
-	src, err := h.env.source(size)
-	if err != nil {
-		return measurement{err: err}
-	}
+// and sftp-server's log. An upload's destination, and a tree download's, is removed
+// afterwards in every case.
+func (h *harness) run(ctx context.Context, r *row, dir direction, addr string, w *workload, round int) measurement {
 	j := &job{Row: r.id, Addr: addr, User: h.env.sshd.User, KeyFile: h.env.sshd.KeyFile,
-		HostKey: h.env.hostKey, Dir: dir, Size: size, Timeout: h.cfg.timeout, Sluice: h.cfg.sluice}
-	if dir == upload {
-		j.Local = src
-		j.Remote = filepath.Join(h.env.work, fmt.Sprintf("up-%s-%d.bin", r.id, round))
-		defer os.Remove(j.Remote)
+		HostKey: h.env.hostKey, Dir: dir, Size: w.size, Tree: w.tree != nil, Timeout: h.cfg.timeout, Sluice: h.cfg.sluice}
+	if w.tree != nil {
+		// A destination that does not exist yet, in a directory that does: sftp(1)'s
+		// get -r and put -r and sluice's Get and Put all then create it as the copy,
+		// rather than copying into it.
+		dst := filepath.Join(h.env.work, fmt.Sprintf("%s-tree-%s-%d", dir, r.id, round))
+		if err := os.RemoveAll(dst); err != nil {
+			return measurement{err: err}
+		}
+		defer os.RemoveAll(dst)
+		if dir == upload {
+			j.Local, j.Remote = w.tree.root, dst
+		} else {
+			j.Remote, j.Local = w.tree.root, dst
+		}
 	} else {
-		j.Remote = src
+		src, err := h.env.source(w.size)
+		if err != nil {
+			return measurement{err: err}
+		}
+		if dir == upload {
+			j.Local = src
+			j.Remote = filepath.Join(h.env.work, fmt.Sprintf("up-%s-%d.bin", r.id, round))
+			defer os.Remove(j.Remote)
+		} else {
+			j.Remote = src
+		}
 	}
 	if err := h.env.log.mark(); err != nil {
 		return measurement{err: err}
@@ -77,18 +101,31 @@ func (h *harness) run(ctx context.Context, r *row, dir direction, addr string, s
 			return measurement{err: err}
 		}
 		cc = clientCmd{path: h.exe, args: []string{childFlag + string(spec)}}
-	} else if cc, err = h.opensshCommand(j); err != nil {
-		return measurement{err: err}
+	} else {
+		var err error
+		if cc, err = h.opensshCommand(j); err != nil {
+			return measurement{err: err}
+		}
 	}
 	m := h.execute(ctx, cc, r.transfer != nil)
 	if m.err == nil && !m.timedOut {
-		m.err = h.verify(r, j)
+		m.err = h.verify(r, j, w)
 	}
 	return m
 }
 
 // verify checks what the server side saw, independently of the client's own count.
-func (h *harness) verify(r *row, j *job) error {
+func (h *harness) verify(r *row, j *job, w *workload) error {
+	if w.tree != nil {
+		copied := j.Remote
+		if j.Dir == download {
+			copied = j.Local
+		}
+		if err := verifyTree(w.tree, copied); err != nil {
+			return err
+		}
+		return h.env.log.awaitUnder(j.Remote, j.Dir, j.Size, 5*time.Second)
+	}
 	if j.Dir == upload && r.sftp {
 		fi, err := os.Stat(j.Remote)
 		if err != nil {
@@ -120,10 +157,17 @@ func (h *harness) opensshCommand(j *job) (clientCmd, error) {
 		"-P", port, j.User + "@127.0.0.1",
 	}}
 	// get to /dev/null, like the Go rows' io.Discard. sftp's batch parser takes
-	// double-quoted arguments; the harness's paths never contain quotes.
-	if j.Dir == download {
+	// double-quoted arguments; the harness's paths never contain quotes. A tree goes
+	// with -r, to a destination that does not exist yet: get -r creates it (its parent
+	// must exist), and so does put -r, which makes just the one directory.
+	switch {
+	case j.Tree && j.Dir == download:
+		cc.stdin = strings.NewReader(fmt.Sprintf("get -r %q %q\n", j.Remote, j.Local))
+	case j.Tree:
+		cc.stdin = strings.NewReader(fmt.Sprintf("put -r %q %q\n", j.Local, j.Remote))
+	case j.Dir == download:
 		cc.stdin = strings.NewReader(fmt.Sprintf("get %q /dev/null\n", j.Remote))
-	} else {
+	default:
 		cc.stdin = strings.NewReader(fmt.Sprintf("put %q %q\n", j.Local, j.Remote))
 	}
 	return cc, nil
