@@ -294,19 +294,22 @@ func (c *conn) dispatch(resp response) bool {
 		return false
 	case ch == nil: // the waiter gave up on it
 		if resp.typ == sshfx.TypeHandle {
-			c.closeOrphanLater(orphanHandle(&resp))
+			h, err := decodeHandle("OPEN", &resp)
+			resp.release()
+			if err != nil {
+				// Which handle to close is unknowable: end the session, which makes
+				// the server drop all of them.
+				c.fail(err)
+				return false
+			}
+			c.closeOrphanLater(h)
+			return true
 		}
 		resp.release()
 		return true
 	}
 	ch <- resp
 	return true
-}
-
-// orphanHandle copies the handle out of a HANDLE reply nobody waits for any more.
-func orphanHandle(r *response) string {
-	d := sshfx.NewDecoder(r.body)
-	return d.String()
 }
 
 // closeOrphanLater closes an orphaned handle from a goroutine that close waits for:
@@ -399,7 +402,11 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	select {
 	case r := <-ch:
 		if r.err == nil && r.typ == sshfx.TypeHandle {
-			c.closeOrphanLater(orphanHandle(&r))
+			if h, err := decodeHandle("OPEN", &r); err == nil {
+				c.closeOrphanLater(h)
+			} else {
+				c.fail(err)
+			}
 		}
 		r.release()
 	case <-c.done:

@@ -245,14 +245,13 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// openRemote opens a remote file for a transfer. The OPEN is not cancelled by ctx: a
-// handle whose OPEN reply is abandoned would stay open on the server with nobody to
-// close it. It is one round trip; ctx is checked before and after.
+// openRemote opens a remote file for a transfer. A cancelled OPEN is safe: the
+// connection closes a handle whose reply arrives after its waiter gave up.
 func (t *transfer) openRemote(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
-	f, err := t.c.OpenFile(context.WithoutCancel(ctx), name, flag, perm)
+	f, err := t.c.OpenFile(ctx, name, flag, perm)
 	if err != nil {
 		return nil, err
 	}

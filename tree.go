@@ -118,9 +118,7 @@ func (t *transfer) walkRemote(ctx context.Context, src, dst string, root fs.File
 				if err := gctx.Err(); err != nil {
 					return pathErr("get", d.src, fmt.Errorf("sftp: %w", err))
 				}
-				// Not cancelled midway: an OPENDIR whose reply is abandoned would leave
-				// a handle open on the server.
-				es, err := t.c.ReadDir(context.WithoutCancel(gctx), d.src)
+				es, err := t.c.ReadDir(gctx, d.src)
 				lists[i] = es
 				return err
 			})

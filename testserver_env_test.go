@@ -1,0 +1,177 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sftp/internal/testserver"
+)
+
+// Shared scaffolding for the tests that run the client against the in-process
+// testserver: faults the server injects on demand, cancellation, and concurrency.
+
+// tsWait bounds every wait in these tests. It is far beyond what any of them needs, so
+// it never decides a pass; it only turns a hang into a failure.
+const tsWait = 30 * time.Second
+
+// newTestServerClient starts a testserver with opts and a Client on one session of it.
+// Cleanup closes the Client, then the server, then checks that the test left no
+// goroutine behind (the check is registered first, so it runs last).
+func newTestServerClient(t *testing.T, opts testserver.Options, clientOpts ...Option) (*Client, *testserver.Server) {
+	t.Helper()
+	tsNoLeaks(t)
+	srv := testserver.New(opts)
+	t.Cleanup(func() { srv.Close() })
+	r, w := srv.Conn()
+	c, err := NewClientPipe(tsCtx(t), r, w, clientOpts...)
+	require.NoError(t, err, "NewClientPipe")
+	t.Cleanup(func() { c.Close() })
+	return c, srv
+}
+
+// tsNoLeaks fails t if goroutines started during the test outlive it. TestMain's check
+// only says that some test leaked; this says which.
+func tsNoLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+// tsCtx is a context for client calls that are expected to succeed.
+func tsCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tsGo runs f on its own goroutine; its result arrives on the returned channel.
+func tsGo[T any](f func() T) <-chan T {
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// tsRecv waits for one value from ch, failing the test instead of hanging.
+func tsRecv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(tsWait)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s: no result within %v", what, tsWait)
+		var zero T
+		return zero
+	}
+}
+
+// tsWaitStalled waits until n replies are withheld by the server's Stall hook.
+func tsWaitStalled(t testing.TB, srv *testserver.Server, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
+	defer cancel()
+	require.NoError(t, srv.WaitStalled(ctx, n), "waiting for %d stalled replies", n)
+}
+
+// stallFirst returns a Stall hook that withholds the reply to the first request match
+// accepts, and no other: a test stalls exactly one request and later ones go through.
+func stallFirst(match func(r testserver.Request) bool) func(testserver.Request) bool {
+	var used atomic.Bool
+	return func(r testserver.Request) bool {
+		return match(r) && used.CompareAndSwap(false, true)
+	}
+}
+
+// ofType matches requests of type typ.
+func ofType(typ uint8) func(testserver.Request) bool {
+	return func(r testserver.Request) bool { return r.Type == typ }
+}
+
+// atOrPast matches READs or WRITEs (typ) at or beyond off.
+func atOrPast(typ uint8, off uint64) func(testserver.Request) bool {
+	return func(r testserver.Request) bool { return r.Type == typ && r.Offset >= off }
+}
+
+// closeWatch reports the CLOSE requests a server has executed. Hooks see a request
+// only once it has been executed, so when a CLOSE is reported the handle is already
+// gone from OpenHandles: a test waits for handles to drain on these events rather
+// than by polling.
+type closeWatch struct{ ch chan struct{} }
+
+func newCloseWatch() *closeWatch { return &closeWatch{ch: make(chan struct{}, 1)} }
+
+// observe is called from a Stall or Corrupt hook with every request.
+func (w *closeWatch) observe(r testserver.Request) {
+	if r.Type == testserver.TypeClose {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitHandles waits until srv has no open handle, waking at each CLOSE executed.
+func (w *closeWatch) waitHandles(t testing.TB, srv *testserver.Server) {
+	t.Helper()
+	timer := time.NewTimer(tsWait)
+	defer timer.Stop()
+	for srv.OpenHandles() != 0 {
+		select {
+		case <-w.ch:
+		case <-timer.C:
+			t.Fatalf("server still has %d open handles after %v", srv.OpenHandles(), tsWait)
+		}
+	}
+}
+
+// requireClosedConn checks that err is the error of a dead channel: it matches
+// net.ErrClosed.
+func requireClosedConn(t testing.TB, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, net.ErrClosed, "want an error matching net.ErrClosed, got %v", err)
+}
+
+// requireProtocolError checks that a *ProtocolError is somewhere in err's chain.
+func requireProtocolError(t testing.TB, err error) *ProtocolError {
+	t.Helper()
+	require.Error(t, err)
+	var pe *ProtocolError
+	require.True(t, errors.As(err, &pe), "want a *ProtocolError in the chain, got %T: %v", err, err)
+	return pe
+}
+
+// requireWorks checks that c still answers: the channel is alive and a round trip
+// succeeds. Replies are delivered in order, so anything the server sent before the
+// STAT's reply (a late reply to an abandoned request) has been read and dealt with
+// by the time it returns.
+func requireWorks(t testing.TB, c *Client) {
+	t.Helper()
+	fi, err := c.Stat(tsCtx(t), "/")
+	require.NoError(t, err, "the client should still work")
+	require.True(t, fi.IsDir())
+	require.NoError(t, c.main.failed(), "the channel should still be up")
+}
+
+// tsResult is what a transfer returned.
+type tsResult struct {
+	n   int64
+	err error
+}
+
+func (r tsResult) get() (int64, error) { return r.n, r.err }
+
+// tsClientResult is what NewClientPipe returned.
+type tsClientResult struct {
+	c   *Client
+	err error
+}
+
+func (r tsClientResult) get() (*Client, error) { return r.c, r.err }
