@@ -233,6 +233,91 @@ func startServer(t testing.TB, dir string, opts []Option, args ...string) (*Clie
 	return c, p
 }
 
+// newRcloneClient starts rclone's SFTP server on pipes (`rclone serve sftp --stdio dir`)
+// and returns a Client talking to it; cleanup as for newServerClient. It skips the test
+// when rclone is not installed, which scripts/test.sh makes sure it is in CI.
+//
+// rclone serves dir through its VFS: dir is "/" to the client, and directory listings
+// are cached, so files made in dir behind its back once it has listed dir may stay
+// invisible. Tests make their local files before the server starts.
+func newRcloneClient(t testing.TB, dir string, opts ...Option) *Client {
+	t.Helper()
+	return startPipeServer(t, rcloneCommand(t, dir), nil, opts...)
+}
+
+// rcloneCommand is the rclone server command for dir, or skips the test.
+func rcloneCommand(t testing.TB, dir string) *exec.Cmd {
+	t.Helper()
+	bin, err := exec.LookPath("rclone")
+	if err != nil {
+		t.Skipf("skipping: rclone is not installed (apt-get install rclone; scripts/test.sh does): %v", err)
+	}
+	// No config file and a private cache directory: the server reads and writes
+	// nothing outside the test.
+	return exec.Command(bin, "serve", "sftp", "--stdio", "--config", "/dev/null", "--cache-dir", t.TempDir(), dir)
+}
+
+// startPipeServer runs cmd, an SFTP server speaking on its stdin and stdout, and
+// returns a Client on its pipes. wrap, when not nil, stands between the Client and the
+// pipes (replies, requests), for tests that watch the packets. Cleanup closes the
+// Client and waits for the server to exit, killing it if it does not.
+func startPipeServer(t testing.TB, cmd *exec.Cmd, wrap func(io.ReadCloser, io.WriteCloser) (io.ReadCloser, io.WriteCloser), opts ...Option) *Client {
+	t.Helper()
+	// Pipes made here, as in startServer: cmd.Wait must not close the Client's end.
+	srvIn, toSrv, err := os.Pipe()
+	require.NoError(t, err)
+	fromSrv, srvOut, err := os.Pipe()
+	require.NoError(t, err)
+	stderr := &lockedBuffer{}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = srvIn, srvOut, stderr
+	err = cmd.Start()
+	srvIn.Close()
+	srvOut.Close()
+	if err != nil {
+		toSrv.Close()
+		fromSrv.Close()
+		t.Fatalf("starting %s: %v", cmd.Path, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() error {
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(testTimeout):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("killed after %v: %v", testTimeout, <-exited)
+		}
+	}
+
+	var r io.ReadCloser = fromSrv
+	var w io.WriteCloser = toSrv
+	if wrap != nil {
+		r, w = wrap(r, w)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := NewClientPipe(ctx, r, w, opts...)
+	if err != nil {
+		toSrv.Close()
+		fromSrv.Close()
+		_ = cmd.Process.Kill()
+		t.Fatalf("NewClientPipe to %s: %v (exit: %v); stderr:\n%s", cmd.Path, err, stop(), stderr.String())
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Client.Close: %v", err)
+		}
+		// Its stdin closed, the server exits; rclone reports that as an error, so the
+		// exit status says nothing.
+		err := stop()
+		if t.Failed() {
+			t.Logf("%s exit: %v; stderr:\n%s", cmd.Path, err, stderr.String())
+		}
+	})
+	return c
+}
+
 // testCtx bounds a test's client calls.
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

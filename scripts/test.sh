@@ -9,6 +9,7 @@ need=()
 [ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 command -v sftp >/dev/null || need+=(openssh-client)
 command -v rclone >/dev/null || need+=(rclone)
+[ -x /usr/bin/time ] || need+=(time) # GNU time: the bench harness reads peak RSS from it
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ]; then
 		apt-get update -qq
@@ -39,9 +40,11 @@ echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 (cd bench && go test -race -count=1 -timeout 5m ./...)
 
-echo "== fuzz (bounded)"
-for target in $(go test -list '^Fuzz' ./internal/sshfx ./ 2>/dev/null | grep '^Fuzz' || true); do
-	pkg=.
-	go test -list "^${target}\$" ./internal/sshfx 2>/dev/null | grep -q "^${target}\$" && pkg=./internal/sshfx
-	go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s "$pkg"
+echo "== fuzz (10 s per target; crashers land in testdata/fuzz and become regression tests)"
+for pkg in ./internal/sshfx ./internal/testserver .; do
+	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+		echo "-- $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime 10s "$pkg"
+	done
 done
+echo "== all checks passed"
