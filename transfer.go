@@ -22,7 +22,8 @@ type segment struct {
 	resp response
 }
 
-type readReq struct {
+// chunk is one READ or WRITE in flight: its place in the file and its lane.
+type chunk struct {
 	off  int64
 	n    int
 	lane *lane
@@ -57,16 +58,15 @@ type readStream struct {
 	win   int   // current window; grows by one per segment yielded, up to max
 	max   int
 
-	reqs map[uint32]readReq
+	reqs map[uint32]chunk
 	segs map[int64]segment
 	cur  segment // segment being consumed
 
-	eof    int64 // lowest offset a READ got EOF for, or -1
-	err    error // first failure other than EOF, at errAt
-	errAt  int64
-	hint   int64  // file size from FSTAT, or -1: past it one READ at a time
-	statID uint32 // FSTAT in flight, or 0
-	pkt    []byte // encoding buffer for READs, reused (the channel copies it)
+	eof          int64  // lowest offset a READ got EOF for, or -1
+	firstFailure        // other than EOF
+	hint         int64  // file size from FSTAT, or -1: past it one READ at a time
+	statID       uint32 // FSTAT in flight, or 0
+	pkt          []byte // encoding buffer for READs, reused (the channel copies it)
 
 	// On a link slow enough to stripe, each lane keeps only about 1.5 windows of READs
 	// at the server: enough to keep its window full, while a deeper queue on the first
@@ -85,7 +85,7 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 		lanes: f.newLanes(window, sshfx.FlagRead),
 		size:  f.c.readSize(), next: off, issue: off, limit: limit,
 		win: min(win, window), max: window,
-		reqs: make(map[uint32]readReq, window),
+		reqs: make(map[uint32]chunk, window),
 		segs: make(map[int64]segment, window),
 		eof:  -1, hint: -1,
 	}
@@ -116,9 +116,16 @@ func (c *Client) readSize() int {
 	return n
 }
 
-func (s *readStream) fail(at int64, err error) {
-	if s.err == nil || at < s.errAt {
-		s.err, s.errAt = err, at
+// firstFailure keeps the failure at the lowest offset: everything before it is good,
+// and it is what the caller gets once that good part has been handed over.
+type firstFailure struct {
+	err   error
+	errAt int64
+}
+
+func (f *firstFailure) fail(at int64, err error) {
+	if f.err == nil || at < f.errAt {
+		f.err, f.errAt = err, at
 	}
 }
 
@@ -148,7 +155,7 @@ func (s *readStream) fill() {
 		if s.capped && s.pick().out >= s.laneCap {
 			return // every lane has what keeps its window full; more would only queue
 		}
-		if !s.send(readReq{off: s.issue, n: n}) {
+		if !s.send(chunk{off: s.issue, n: n}) {
 			return
 		}
 		s.issue += int64(n)
@@ -158,7 +165,7 @@ func (s *readStream) fill() {
 	}
 }
 
-func (s *readStream) send(req readReq) bool {
+func (s *readStream) send(req chunk) bool {
 	req.lane = s.pick()
 	cn := req.lane.cn
 	id := cn.newID()
@@ -255,7 +262,7 @@ func (s *readStream) handle(r response) {
 		// known only from that READ's answer, so nothing is learned yet.
 		end := req.off + int64(got)
 		if end < s.stopAt() {
-			s.send(readReq{off: end, n: req.n - got, capGuess: got})
+			s.send(chunk{off: end, n: req.n - got, capGuess: got})
 		}
 	}
 }

@@ -11,11 +11,10 @@ import (
 // spread over the transfer's lanes.
 type writeStream struct {
 	lanes
-	start int64
-	max   int
-	reqs  map[uint32]readReq
-	err   error // first failed WRITE (lowest offset), at errAt
-	errAt int64
+	start        int64
+	max          int
+	reqs         map[uint32]chunk
+	firstFailure // the failed WRITE at the lowest offset
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
@@ -25,7 +24,7 @@ func (f *File) newWriteStream(off int64) *writeStream {
 		// file, and a second TRUNC would destroy what other lanes wrote.
 		lanes: f.newLanes(max, sshfx.FlagWrite),
 		start: off, max: max,
-		reqs: make(map[uint32]readReq, max),
+		reqs: make(map[uint32]chunk, max),
 	}
 }
 
@@ -99,7 +98,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 				ws.fail(off, serr)
 			} else {
 				l.out++
-				ws.reqs[id] = readReq{off: off, n: n, lane: l}
+				ws.reqs[id] = chunk{off: off, n: n, lane: l}
 			}
 			off += int64(n)
 			if off-ws.start >= channelWindow {
@@ -135,12 +134,6 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 // its window would hold back all the others.
 func (ws *writeStream) laneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
-}
-
-func (ws *writeStream) fail(at int64, err error) {
-	if ws.err == nil || at < ws.errAt {
-		ws.err, ws.errAt = err, at
-	}
 }
 
 // more waits for one acknowledgement (taking in new lanes meanwhile); false when
