@@ -23,6 +23,10 @@ type File struct {
 	name   string
 	handle string
 	append bool // opened with O_APPEND: the server ignores offsets, so never striped
+	// share, when > 1, is how many transfers run side by side with this one (a tree
+	// copy): each then keeps a share of the window, so memory stays bounded by a few
+	// windows however many files are in flight.
+	share int
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
 	// so a transfer in another goroutine stops promptly instead of deadlocking.
@@ -120,6 +124,15 @@ func (c *Client) newFile(cn *conn, name, handle string) *File {
 	f := &File{c: c, cn: cn, name: name, handle: handle}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	return f
+}
+
+// window is how many requests this file's transfers keep in flight.
+func (f *File) window() int {
+	w := f.c.window()
+	if f.share > 1 {
+		w = min(w, max(8, 4*w/f.share))
+	}
+	return w
 }
 
 // Name returns the name the file was opened with.
@@ -451,7 +464,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	s := f.newReadStream(f.offset, -1, f.c.window(), true)
+	s := f.newReadStream(f.offset, -1, f.window(), true)
 	defer s.close()
 	n, err := s.writeTo(w) // remote failures come back as *fs.PathError, w's bare
 	f.offset += n

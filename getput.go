@@ -115,6 +115,9 @@ type transfer struct {
 	c   *Client
 	o   transferOptions
 	rep *reporter
+	// share is how many files move side by side: each file's transfer keeps that
+	// share of the window (File.share), so a tree's memory stays bounded.
+	share int
 }
 
 func (c *Client) newTransfer(opts []TransferOption) (*transfer, error) {
@@ -255,6 +258,7 @@ func (t *transfer) openRemote(ctx context.Context, name string, flag int, perm f
 	if err != nil {
 		return nil, err
 	}
+	f.share = t.share
 	if err := ctx.Err(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("sftp: %w", err)

@@ -80,7 +80,7 @@ type readStream struct {
 // whether to stripe, at no extra round trip; a server that refuses it just leaves the
 // hint unknown.
 func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
-	window := f.c.window()
+	window := f.window()
 	s := &readStream{
 		lanes: f.newLanes(window, sshfx.FlagRead),
 		size:  f.c.readSize(), next: off, issue: off, limit: limit,

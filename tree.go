@@ -65,6 +65,7 @@ func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInf
 		return err
 	}
 	t.rep.plan(len(pl.files), pl.size)
+	t.share = min(t.o.parallel, len(pl.files))
 	// Local directories cost no round trips: made one after another, parents first.
 	for depth, level := range pl.dirs {
 		for _, d := range level {
@@ -162,6 +163,7 @@ func (t *transfer) putTree(ctx context.Context, src, dst string, root fs.FileInf
 		return err
 	}
 	t.rep.plan(len(pl.files), pl.size)
+	t.share = min(t.o.parallel, len(pl.files))
 	if err := t.c.MkdirAll(ctx, dst, dirPerm(root.Mode(), true)); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ type writeStream struct {
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
-	max := f.c.window()
+	max := f.window()
 	return &writeStream{
 		// Siblings open WRITE only: the caller's open already created or truncated the
 		// file, and a second TRUNC would destroy what other lanes wrote.
