@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/kevinburke/ssh_config v1.6.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )

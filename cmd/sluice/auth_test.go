@@ -25,13 +25,17 @@ func writeEd25519Key(t *testing.T, path string) {
 func TestAuthKeys(t *testing.T) {
 	isolateEnv(t)
 	dir := t.TempDir()
+	noTTY := &prompter{}
 
 	plain := filepath.Join(dir, "plain")
 	writeEd25519Key(t, plain)
-	a, err := newAuth(&config{identities: stringList{plain}})
+	a, err := newAuth(&hostConfig{identityFiles: []string{plain}, cliIdentities: []string{plain}, pubkey: true, password: true, kbdInteractive: true}, noTTY)
 	require.NoError(t, err)
 	require.Len(t, a.files, 1)
-	require.Len(t, a.methods(), 1, "all keys share one publickey method")
+	require.Len(t, a.methods(), 1, "all keys share one publickey method; no terminal, no password prompts")
+	signers, err := a.signers()
+	require.NoError(t, err)
+	require.Len(t, signers, 1)
 	a.close()
 
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -40,22 +44,38 @@ func TestAuthKeys(t *testing.T) {
 	require.NoError(t, err)
 	locked := filepath.Join(dir, "locked")
 	require.NoError(t, os.WriteFile(locked, pem.EncodeToMemory(block), 0o600))
-	_, err = newAuth(&config{identities: stringList{locked}})
+	a, err = newAuth(&hostConfig{identityFiles: []string{locked}, cliIdentities: []string{locked}, pubkey: true}, noTTY)
+	require.NoError(t, err)
+	_, err = a.signers()
 	require.ErrorContains(t, err, "protected by a passphrase")
 	require.ErrorContains(t, err, "ssh-add "+locked)
 
 	junk := filepath.Join(dir, "junk")
 	require.NoError(t, os.WriteFile(junk, []byte("not a key"), 0o600))
-	_, err = newAuth(&config{identities: stringList{junk}})
+	a, err = newAuth(&hostConfig{identityFiles: []string{junk}, cliIdentities: []string{junk}, pubkey: true}, noTTY)
+	require.NoError(t, err)
+	_, err = a.signers()
 	require.ErrorContains(t, err, "key "+junk)
 
-	// An encrypted default key is skipped, as ssh would prompt for it; with nothing
-	// else there are no keys at all.
+	// A -i file that does not exist is a typo; an IdentityFile from ssh_config that
+	// does not exist here is skipped, as ssh does.
+	absent := filepath.Join(dir, "absent")
+	_, err = newAuth(&hostConfig{identityFiles: []string{absent}, cliIdentities: []string{absent}, pubkey: true}, noTTY)
+	require.ErrorContains(t, err, "reading key")
+	a, err = newAuth(&hostConfig{identityFiles: []string{absent, plain}, pubkey: true}, noTTY)
+	require.NoError(t, err)
+	require.Len(t, a.files, 1)
+
+	// An encrypted default key is skipped without a terminal; with nothing else there
+	// is nothing to try.
 	home := os.Getenv("HOME")
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), pem.EncodeToMemory(block), 0o600))
-	_, err = newAuth(&config{})
-	require.ErrorContains(t, err, "no SSH keys")
+	a, err = newAuth(&hostConfig{pubkey: true}, noTTY)
+	require.NoError(t, err)
+	signers, err = a.signers()
+	require.NoError(t, err)
+	require.Empty(t, signers)
 }
 
 func TestExpandHome(t *testing.T) {

@@ -297,5 +297,5 @@ func TestQuiet(t *testing.T) {
 
 	r = runCLI(t, "get", "-q", filepath.Join(dir, "nope"), filepath.Join(dir, "x"))
 	require.Equal(t, exitFail, r.code)
-	require.Contains(t, r.stderr, "No such file")
+	require.Contains(t, r.stderr, "no such file or directory: "+filepath.Join(dir, "nope"))
 }
