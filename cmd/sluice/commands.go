@@ -127,15 +127,9 @@ func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error)
 	for _, p := range paths {
 		octx, cancel := a.opCtx(ctx)
 		if recursive {
-			err = s.client.RemoveAll(octx, p)
-			if err == nil {
-				// RemoveAll is quiet about a missing name; rm is not.
-				if _, serr := s.client.Lstat(octx, p); serr == nil {
-					err = fmt.Errorf("%s is still there", p)
-				}
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				err = nil
+			// RemoveAll is quiet about a missing name; rm is not.
+			if _, err = s.client.Lstat(octx, p); err == nil {
+				err = s.client.RemoveAll(octx, p)
 			}
 		} else {
 			err = s.client.Remove(octx, p)

@@ -55,6 +55,22 @@ func userTempDir(t *testing.T, home string) string {
 	return dir
 }
 
+// newSSHDForUser starts an sshd that lets passwordUser in with the client key too.
+// sshd reads authorized_keys as the user logging in, who cannot read sshdtest's
+// private directory; so the key also goes into a file anyone may read, named first.
+func newSSHDForUser(t *testing.T, opts sshdtest.SSHDOptions) *sshdtest.SSHD {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	keys := filepath.Join(dir, "authorized_keys")
+	opts.ExtraConfig = append(opts.ExtraConfig, "AuthorizedKeysFile "+keys)
+	s := sshdtest.NewSSHD(t, opts)
+	require.NoError(t, os.WriteFile(keys, ssh.MarshalAuthorizedKey(s.Signer.PublicKey()), 0o644))
+	return s
+}
+
 // runWithTerminal runs the CLI with its prompts on a pty, answering each prompt in
 // turn with its answer, and returns the result and everything the terminal showed.
 func runWithTerminal(t *testing.T, answers [][2]string, args ...string) (result, string) {

@@ -118,7 +118,7 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 			return s.client.Put(ctx, local, dir, opts...)
 		})
 		if err != nil {
-			return fmt.Errorf("put %s -> %s: %w", local, dst, err)
+			return fmt.Errorf("put %s -> %s: %w", local, dst, unwrapOp(err, "put", local))
 		}
 	}
 	return nil
@@ -212,7 +212,7 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 				return fmt.Errorf("get: no such file or directory: %s", src)
 			}
 		}
-		return fmt.Errorf("get %s -> %s: %w", src, dst, err)
+		return fmt.Errorf("get %s -> %s: %w", src, dst, unwrapOp(err, "get", src))
 	}
 	return nil
 }
@@ -267,4 +267,14 @@ func checkOverlap(op, src, dst string) error {
 			return nil
 		}
 	}
+}
+
+// unwrapOp drops the library's "put NAME:" or "get NAME:" around err when the
+// message already begins with the same words.
+func unwrapOp(err error, op, name string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == op && pe.Path == name && err == error(pe) {
+		return pe.Err
+	}
+	return err
 }
