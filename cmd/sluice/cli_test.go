@@ -295,7 +295,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-channels", "-1", "ls", "x"}, "want a positive integer"},
 		{[]string{"-P", "x", "ls", "h:x"}, "invalid value"},
 		{[]string{"-c", "rot13", "ls", "h:x"}, "-c rot13: unknown cipher"},
-		{[]string{"ls", "host:"}, "missing path"},
 		{[]string{"ls", "sftp://host:0/x"}, "out of range"},
 		{[]string{"-i", "key", "ls", "/tmp"}, "-i is for SSH, but REMOTE /tmp has no host"},
 		{[]string{"-P", "2222", "get", "/tmp/x", "y"}, "-P is for SSH"},

@@ -13,7 +13,8 @@ import (
 //
 // Two syntaxes are read, those of OpenSSH's scp and sftp:
 //
-//	[user@]host:path                 scp's form; host may be [ipv6] or an ssh_config alias
+//	[user@]host:[path]               scp's form; host may be [ipv6] or an ssh_config alias;
+//	                                 no path is the login directory
 //	sftp://[user@]host[:port][/path] a URI; /~/x is x in the login directory
 //	path                             no ':' before the first '/': a bare path
 //
@@ -59,8 +60,6 @@ func (r remote) String() string {
 	}
 	return user + host + ":" + r.Path
 }
-
-var errMissingPath = errors.New("missing path after the host (use HOST:. for the login directory)")
 
 // parseRemote splits a REMOTE operand. Errors describe what is wrong with s; the
 // caller reports them as usage errors.
@@ -123,7 +122,7 @@ func parseRemote(s string) (remote, error) {
 			s, port+":", port, alt.String(), host, rest)
 	}
 	if rest == "" {
-		return remote{}, fmt.Errorf("%q: %w", s, errMissingPath)
+		rest = "." // "host:" is the login directory, as with scp
 	}
 	return remote{User: user, Host: host, Path: rest}, nil
 }

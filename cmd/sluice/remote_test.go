@@ -60,9 +60,9 @@ func TestParseRemote(t *testing.T) {
 
 		// Errors.
 		{in: "", wantErr: "empty REMOTE"},
-		{in: "host:", wantErr: "missing path"},
-		{in: "user@host:", wantErr: "missing path"},
-		{in: "[::1]:", wantErr: "missing path"},
+		{in: "host:", want: remote{Host: "host", Path: "."}},
+		{in: "user@host:", want: remote{User: "user", Host: "host", Path: "."}},
+		{in: "[::1]:", want: remote{Host: "::1", Path: "."}},
 		{in: ":path", wantErr: "missing host"},
 		{in: "user@:path", wantErr: "missing host"},
 		{in: "@host:path", wantErr: "empty user"},
