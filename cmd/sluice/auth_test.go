@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 )
 
 // writeEd25519Key writes a new unencrypted key in OpenSSH format to path.
@@ -83,4 +84,38 @@ func TestExpandHome(t *testing.T) {
 	require.Equal(t, "/home/someone/.ssh/k", expandHome("~/.ssh/k"))
 	require.Equal(t, "~user/k", expandHome("~user/k"))
 	require.Equal(t, "/abs", expandHome("/abs"))
+}
+
+// IdentitiesOnly: of the agent's keys only those matching a named key file are
+// offered; without it, all of them, after the files.
+func TestAuthIdentitiesOnly(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	named := filepath.Join(dir, "named")
+	writeEd25519Key(t, named)
+	raw, err := os.ReadFile(named)
+	require.NoError(t, err)
+	namedKey, err := ssh.ParseRawPrivateKey(raw)
+	require.NoError(t, err)
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	keyring := agent.NewKeyring()
+	require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: other}))
+	require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: namedKey}))
+
+	for _, only := range []bool{false, true} {
+		a, err := newAuth(&hostConfig{identityFiles: []string{named}, identitiesOnly: only, pubkey: true}, &prompter{})
+		require.NoError(t, err)
+		a.agent = keyring.(agent.ExtendedAgent)
+		signers, err := a.signers()
+		require.NoError(t, err)
+		want := 3
+		if only {
+			want = 2 // the file, and the agent's copy of it
+		}
+		require.Len(t, signers, want, "IdentitiesOnly=%v", only)
+		for _, s := range signers[:1] {
+			require.Equal(t, "ssh-ed25519", s.PublicKey().Type())
+		}
+	}
 }

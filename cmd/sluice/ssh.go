@@ -133,7 +133,7 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	case via != nil:
 		nc, err = via.DialContext(dctx, "tcp", addr)
 	case hc.proxyCommand != "":
-		nc, err = startProxyCommand(expandTokens(hc.proxyCommand, hc, nil), a.stderr)
+		nc, err = startProxyCommand(expandTokens(hc.proxyCommand, hc, nil), addr, a.stderr)
 	default:
 		var d net.Dialer
 		nc, err = d.DialContext(dctx, "tcp", addr)
@@ -245,6 +245,7 @@ func keepAlive(c *ssh.Client, interval time.Duration, max int) func() {
 
 // proxyConn is a ProxyCommand's stdin and stdout as a net.Conn.
 type proxyConn struct {
+	addr string // the host:port it reaches, for host key checks and messages
 	cmd  *exec.Cmd
 	r    io.ReadCloser
 	w    io.WriteCloser
@@ -253,7 +254,7 @@ type proxyConn struct {
 
 // startProxyCommand runs command with the shell, as ssh does, and talks SSH over its
 // stdin and stdout; its stderr is ours.
-func startProxyCommand(command string, stderr io.Writer) (net.Conn, error) {
+func startProxyCommand(command, addr string, stderr io.Writer) (net.Conn, error) {
 	shell := os.Getenv("SHELL")
 	if shell == "" {
 		shell = "/bin/sh"
@@ -271,7 +272,7 @@ func startProxyCommand(command string, stderr io.Writer) (net.Conn, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("ProxyCommand: %w", err)
 	}
-	return &proxyConn{cmd: cmd, r: r, w: w}, nil
+	return &proxyConn{addr: addr, cmd: cmd, r: r, w: w}, nil
 }
 
 func (c *proxyConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
@@ -288,13 +289,15 @@ func (c *proxyConn) Close() error {
 	return nil
 }
 
-func (c *proxyConn) LocalAddr() net.Addr              { return pipeAddr{} }
-func (c *proxyConn) RemoteAddr() net.Addr             { return pipeAddr{} }
+func (c *proxyConn) LocalAddr() net.Addr              { return pipeAddr("proxycommand:0") }
+func (c *proxyConn) RemoteAddr() net.Addr             { return pipeAddr(c.addr) }
 func (c *proxyConn) SetDeadline(time.Time) error      { return nil }
 func (c *proxyConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *proxyConn) SetWriteDeadline(time.Time) error { return nil }
 
-type pipeAddr struct{}
+// pipeAddr is the address a ProxyCommand reaches, in host:port form: knownhosts
+// parses a connection's remote address that way.
+type pipeAddr string
 
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "proxycommand" }
+func (pipeAddr) Network() string  { return "pipe" }
+func (a pipeAddr) String() string { return string(a) }

@@ -65,6 +65,19 @@ func TestSSHConfigAliasThroughJumpHost(t *testing.T) {
 	require.Equal(t, "f.bin\n", r.stdout)
 	require.Equal(t, before+1, strings.Count(jump.Log(), "Accepted publickey"))
 
+	// ProxyCommand, with OpenSSH's ssh -W through the same jump host as the pipe, and
+	// ServerAliveInterval and ConnectTimeout set (the probes stop with the session:
+	// goleak checks).
+	if sshBin, err := exec.LookPath("ssh"); err == nil {
+		before = strings.Count(jump.Log(), "Accepted publickey")
+		proxy := fmt.Sprintf("%s -F none -o BatchMode=yes -o UserKnownHostsFile=%s -i %s -p %d -W %%h:%%p %s@127.0.0.1",
+			sshBin, filepath.Join(os.Getenv("HOME"), ".ssh", "known_hosts"), jump.KeyFile, jump.Port, jump.User)
+		r = runCLI(t, "-o", "ProxyCommand="+proxy, "-o", "ServerAliveInterval=1", "-o", "ConnectTimeout=20", "ls", "-l", "direct:"+dir)
+		requireOK(t, r)
+		require.Regexp(t, `f\.bin\n$`, r.stdout)
+		require.Equal(t, before+1, strings.Count(jump.Log(), "Accepted publickey"), "the ProxyCommand carried the connection")
+	}
+
 	// A jump host that refuses us is named in the error.
 	writeUserSSHConfig(t, hostBlock("box", target, "ProxyJump hop")+
 		fmt.Sprintf("Host hop\n    HostName 127.0.0.1\n    Port %d\n    User nobody-here\n    IdentityFile %s\n", jump.Port, jump.KeyFile), target, jump)

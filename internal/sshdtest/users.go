@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // validUserName is what EnsureUser accepts: a plain, portable login name, so that
@@ -66,4 +69,21 @@ func (s *SSHD) KillSessions() int {
 	kids := descendants(s.cmd.Process.Pid)
 	signalAll(kids, syscall.SIGKILL)
 	return len(kids)
+}
+
+// AuthorizeKey lets the client key pub log in too, as any user: it is appended to the
+// server's authorized_keys, which sshd reads at each login.
+func (s *SSHD) AuthorizeKey(pub ssh.PublicKey) error {
+	f, err := os.OpenFile(filepath.Join(s.Dir, "authorized_keys"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("sshdtest: %w", err)
+	}
+	_, err = f.Write(ssh.MarshalAuthorizedKey(pub))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sshdtest: %w", err)
+	}
+	return nil
 }
