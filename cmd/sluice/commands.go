@@ -33,14 +33,15 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 	for _, p := range paths {
 		octx, cancel := a.opCtx(ctx)
 		fi, err := s.client.Stat(octx, p)
+		if err != nil && octx.Err() == nil {
+			if fi2, lerr := s.client.Lstat(octx, p); lerr == nil {
+				fi, err = fi2, nil // a dangling link is still listed
+			}
+		}
 		err = a.timeoutError(ctx, octx, "ls "+p, err)
 		cancel()
 		if err != nil {
-			if fi2, lerr := s.client.Lstat(ctx, p); lerr == nil {
-				fi = fi2 // a dangling link is still listed
-			} else {
-				return fmt.Errorf("ls: %w", describe(err, p))
-			}
+			return fmt.Errorf("ls: %w", describe(err, p))
 		}
 		if fi.IsDir() {
 			dirs = append(dirs, p)

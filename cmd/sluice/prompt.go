@@ -64,10 +64,9 @@ func (p *prompter) secret(prompt string) (string, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprint(p.tty, escapeText(prompt))
 	p.waiting(true)
 	defer p.waiting(false)
-	b, err := term.ReadPassword(int(p.tty.Fd()))
+	b, err := readSecret(p.tty, escapeText(prompt))
 	fmt.Fprintln(p.tty)
 	if err != nil {
 		return "", fmt.Errorf("reading from the terminal: %w", err)
