@@ -120,6 +120,7 @@ func TestReadDirRefusesEndlessListing(t *testing.T) {
 	// The streaming reader goes on as long as it is read, one page at a time, and stops
 	// between pages when ctx ends.
 	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	n := 0
 	var last error
 	for _, err := range c.DirEntries(cctx, "/loop") {
