@@ -260,18 +260,6 @@ func (d *Dir) close(ctx context.Context) error {
 	return pathErr("close", d.name, d.c.closeHandleCtx(ctx, d.cn, d.handle))
 }
 
-// abort closes the handle on a path that is already returning an error: the CLOSE
-// goes out, but nobody waits for its reply, so that return is not held up.
-func (d *Dir) abort() {
-	d.cancel()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.closed {
-		d.closed, d.page = true, nil
-		d.c.closeHandle(d.cn, d.handle)
-	}
-}
-
 // DirEntries lists the named directory as it goes: each READDIR page is fetched
 // when the entries before it have been consumed, so memory stays at one page for
 // directories of any size. Entries come in the server's order, without "." and "..".
@@ -290,7 +278,7 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 				break
 			}
 			if err != nil {
-				d.abort()
+				d.close(ctx)
 				yield(nil, err)
 				return
 			}
@@ -321,7 +309,7 @@ func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error
 	entries, err := d.readAll(ctx)
 	d.mu.Unlock()
 	if err != nil {
-		d.abort()
+		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins
 		return nil, pathErr("readdir", name, err)
 	}
 	if err := d.close(ctx); err != nil {
