@@ -1,6 +1,3 @@
-// Package sftp is an SFTP version 3 client on golang.org/x/crypto/ssh, built to move
-// data at the speed of the link: transfers keep many requests in flight and stripe
-// large files across several SFTP channels of one SSH connection.
 package sftp
 
 import (
