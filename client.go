@@ -58,6 +58,7 @@ type options struct {
 	subsystem string      // "" means "sftp"
 	command   string      // run instead of a subsystem when not ""
 	env       [][2]string // name, value: sent before the subsystem or command
+	stderr    io.Writer   // receives the server's standard error; nil discards it
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -120,8 +121,8 @@ func WithSubsystem(name string) Option {
 // request) instead of starting a subsystem, and speak SFTP on its standard input and
 // output: for example "sudo -n /usr/lib/openssh/sftp-server" to serve files as another
 // user, or a server that is installed but not configured as a subsystem. The server's
-// shell interprets command. The command's standard error is discarded. NewClientPipe
-// ignores it.
+// shell interprets command. Its standard error is discarded unless WithStderr is
+// given. NewClientPipe ignores it.
 func WithServerCommand(command string) Option {
 	return func(o *options) error {
 		if command == "" {
@@ -146,6 +147,18 @@ func WithEnv(name, value string) Option {
 			return fmt.Errorf("sftp: WithEnv(%q): not a variable name", name)
 		}
 		o.env = append(o.env, [2]string{name, value})
+		return nil
+	}
+}
+
+// WithStderr copies what the SFTP server writes to its standard error on each session
+// to w (by default it is discarded): with WithServerCommand, for example, to see why
+// the command failed. Writes to w come from a goroutine of the SSH session, so w must
+// be safe for that; it is not closed. NewClientPipe ignores it: the caller owns the
+// server's stderr there.
+func WithStderr(w io.Writer) Option {
+	return func(o *options) error {
+		o.stderr = w
 		return nil
 	}
 }
@@ -314,6 +327,9 @@ func (c *Client) setEnv(sess *ssh.Session) error {
 // startServer starts the SFTP server on sess: the subsystem, or WithServerCommand's
 // command.
 func (c *Client) startServer(sess *ssh.Session) error {
+	if c.opts.stderr != nil {
+		sess.Stderr = c.opts.stderr
+	}
 	if c.opts.command != "" {
 		if err := sess.Start(c.opts.command); err != nil {
 			return fmt.Errorf("sftp: running the server command: %w", err)

@@ -3,6 +3,7 @@ package sftp
 import (
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,9 +58,14 @@ func TestSessionOptionsOverSSHD(t *testing.T) {
 	_, err = NewClient(ctx, sc, WithEnv("SLUICE_REFUSED", "x"))
 	require.ErrorContains(t, err, "SLUICE_REFUSED")
 
-	// A command that is no SFTP server fails the handshake, not the caller's wait.
-	_, err = NewClient(ctx, sc, WithServerCommand("exit 3"))
+	// A command that is no SFTP server fails the handshake, not the caller's wait;
+	// WithStderr shows what it said.
+	// The session copies stderr on its own goroutine, which may finish after NewClient
+	// has returned: wait for the line itself.
+	stderr := &lineWatch{want: "no server here\n", seen: make(chan struct{})}
+	_, err = NewClient(ctx, sc, WithServerCommand("echo no server here >&2; exit 3"), WithStderr(stderr))
 	require.Error(t, err)
+	within(t, func() { <-stderr.seen })
 }
 
 func TestSessionOptionsAreChecked(t *testing.T) {
@@ -75,4 +81,23 @@ func TestSessionOptionsAreChecked(t *testing.T) {
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), "sftp: With"), err.Error())
 	}
+}
+
+// lineWatch is a writer that closes seen once what was written contains want.
+type lineWatch struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
 }
