@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -45,7 +46,7 @@ func numbered(total, per int) testserver.Lister {
 }
 
 // endless serves pages of per regular files and never ends the listing.
-func endless(per int) testserver.Lister { return numbered(1<<62, per) }
+func endless(per int) testserver.Lister { return numbered(math.MaxInt32, per) }
 
 func TestDirStreamsMillionEntriesInBoundedHeap(t *testing.T) {
 	const total = 1_000_000

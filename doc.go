@@ -46,8 +46,8 @@
 // the open. Its I/O (Read, Write, io.Copy through it) waits as long as the server
 // takes, and ends when the File is closed (from any goroutine: transfers in progress
 // stop with an error matching fs.ErrClosed) or the connection dies. To bound File I/O
-// in time, set a deadline (File.SetDeadline, SetReadDeadline, SetWriteDeadline): a wait
-// past it fails with an error matching os.ErrDeadlineExceeded, as with os.File. A Dir
+// in time, set a deadline with File.SetDeadline: a wait past it fails with an error
+// matching os.ErrDeadlineExceeded, as with os.File. A Dir
 // takes a ctx per read (Dir.ReadDirContext). The io/fs views take no context at all;
 // use the Client's methods where a call must be bounded.
 //

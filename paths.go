@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strings"
@@ -256,7 +257,7 @@ func (c *Client) Chmod(ctx context.Context, name string, mode fs.FileMode) error
 
 // Chown changes the numeric uid and gid of the named file.
 func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
-	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
+	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
 		return pathErr("chown", name, syscall.EINVAL)
 	}
 	return c.setstat(ctx, "chown", name, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)})
