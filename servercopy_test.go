@@ -1,6 +1,8 @@
 package sftp
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -90,4 +93,109 @@ func TestUserGroupNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, users)
 	require.Empty(t, groups)
+}
+
+// copyServer is a fault server that advertises copy-data and users-groups-by-id (it
+// answers both with OP_UNSUPPORTED unless a hook steps in) and reports CLOSEs to w.
+func copyServer(t *testing.T, w *closeWatch, opts testserver.Options) (*Client, *testserver.Server) {
+	opts.Extensions = map[string]string{extCopyData: "1", extUsersGroups: "1"}
+	stall := opts.Stall
+	opts.Stall = func(r testserver.Request) bool {
+		w.observe(r)
+		return stall != nil && stall(r)
+	}
+	c, srv := newTestServerClient(t, opts)
+	require.NoError(t, srv.WriteFile("/src", []byte("data"), 0o644))
+	return c, srv
+}
+
+func TestCopyServerFaults(t *testing.T) {
+	isCopy := func(r testserver.Request) bool { return r.ExtName == extCopyData }
+
+	t.Run("refused", func(t *testing.T) {
+		w := newCloseWatch()
+		c, srv := copyServer(t, w, testserver.Options{Fail: func(r testserver.Request) uint32 {
+			if isCopy(r) {
+				return uint32(StatusFailure)
+			}
+			return 0
+		}})
+		err := c.Copy(tsCtx(t), "/src", "/dst")
+		require.ErrorIs(t, err, &StatusError{Code: StatusFailure})
+		require.Zero(t, srv.OpenHandles(), "both handles are closed before Copy returns")
+		requireWorks(t, c)
+	})
+
+	t.Run("advertised but unsupported", func(t *testing.T) {
+		w := newCloseWatch()
+		c, srv := copyServer(t, w, testserver.Options{})
+		require.ErrorIs(t, c.Copy(tsCtx(t), "/src", "/dst"), errors.ErrUnsupported)
+		require.Zero(t, srv.OpenHandles())
+	})
+
+	t.Run("stalled", func(t *testing.T) {
+		w := newCloseWatch()
+		c, srv := copyServer(t, w, testserver.Options{Stall: stallFirst(isCopy)})
+		ctx, cancel := context.WithCancel(tsCtx(t))
+		defer cancel()
+		res := tsGo(func() error { return c.Copy(ctx, "/src", "/dst") })
+		tsWaitStalled(t, srv, 1)
+		cancel()
+		require.ErrorIs(t, tsRecv(t, res, "Copy after cancel"), context.Canceled)
+		requireWorks(t, c)
+		w.waitHandles(t, srv) // closed in the background
+	})
+}
+
+func TestUserGroupNamesMalformedReplies(t *testing.T) {
+	// reply crafts an EXTENDED_REPLY carrying the given user and group name lists.
+	reply := func(id uint32, users, groups []string) []byte {
+		pack := func(names []string) string {
+			var b []byte
+			for _, n := range names {
+				b = sshfx.AppendString(b, n)
+			}
+			return string(b)
+		}
+		body := sshfx.AppendString(sshfx.AppendString(nil, pack(users)), pack(groups))
+		pkt := binary.BigEndian.AppendUint32(nil, uint32(5+len(body)))
+		pkt = append(pkt, testserver.TypeExtendedReply)
+		pkt = binary.BigEndian.AppendUint32(pkt, id)
+		return append(pkt, body...)
+	}
+	for _, tc := range []struct {
+		name          string
+		users, groups []string
+	}{
+		{"too many users", []string{"a", "b"}, []string{"g"}},
+		{"too few groups", []string{"a"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := newTestServerClient(t, testserver.Options{
+				Extensions: map[string]string{extUsersGroups: "1"},
+				Corrupt: func(r testserver.Request, _ []byte) [][]byte {
+					if r.ExtName != extUsersGroups {
+						return nil
+					}
+					return [][]byte{reply(r.ID, tc.users, tc.groups)}
+				},
+			})
+			_, _, err := c.UserGroupNames(tsCtx(t), []uint32{1}, []uint32{1})
+			requireProtocolError(t, err)
+		})
+	}
+	// A well-formed reply is taken as it is.
+	c, _ := newTestServerClient(t, testserver.Options{
+		Extensions: map[string]string{extUsersGroups: "1"},
+		Corrupt: func(r testserver.Request, _ []byte) [][]byte {
+			if r.ExtName != extUsersGroups {
+				return nil
+			}
+			return [][]byte{reply(r.ID, []string{"root", ""}, []string{"wheel"})}
+		},
+	})
+	users, groups, err := c.UserGroupNames(tsCtx(t), []uint32{0, 7}, []uint32{0})
+	require.NoError(t, err)
+	require.Equal(t, []string{"root", ""}, users)
+	require.Equal(t, []string{"wheel"}, groups)
 }
