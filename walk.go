@@ -17,6 +17,13 @@ import (
 // entries, and the walk goes on with the directory's siblings.
 const MaxWalkDepth = 1024
 
+// maxWalkHeld bounds the entries a walk holds at once: the listings of the directories
+// on its current path, each kept until its subtrees are walked. A real tree is far
+// below it; a server serving deep trees of huge directories would otherwise make the
+// walk hold MaxReadDirEntries at every level. Past it, fn gets the directory with an
+// error matching ErrListingTooLarge, and the walk goes on with its siblings.
+const maxWalkHeld = 2 * MaxReadDirEntries
+
 // ErrWalkTooDeep is what WalkDir and Walk pass to fn for a directory past
 // MaxWalkDepth.
 var ErrWalkTooDeep = errors.New("sftp: the tree is deeper than MaxWalkDepth")
@@ -45,7 +52,12 @@ func WalkFollowSymlinks() WalkOption { return func(o *walkOptions) { o.follow = 
 // returns its error without calling fn again. The walk descends at most MaxWalkDepth
 // levels.
 func (c *Client) WalkDir(ctx context.Context, root string, fn fs.WalkDirFunc, opts ...WalkOption) error {
-	w := &walker{c: c, fn: fn}
+	return c.walkDir(ctx, root, fn, maxWalkHeld, opts)
+}
+
+// walkDir is WalkDir holding at most maxHeld entries at once.
+func (c *Client) walkDir(ctx context.Context, root string, fn fs.WalkDirFunc, maxHeld int, opts []WalkOption) error {
+	w := &walker{c: c, fn: fn, maxHeld: maxHeld}
 	for _, o := range opts {
 		if o != nil {
 			o(&w.o)
@@ -83,9 +95,11 @@ func (c *Client) Walk(ctx context.Context, root string, fn filepath.WalkFunc, op
 }
 
 type walker struct {
-	c  *Client
-	fn fs.WalkDirFunc
-	o  walkOptions
+	c       *Client
+	fn      fs.WalkDirFunc
+	o       walkOptions
+	held    int // entries of the listings on the current path
+	maxHeld int
 }
 
 func (w *walker) lookup(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -123,6 +137,8 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 			return err
 		}
 	}
+	w.held += len(entries)
+	defer func() { w.held -= len(entries) }()
 	for _, e := range entries {
 		if err := walkCtxErr(ctx); err != nil {
 			return err
@@ -149,7 +165,12 @@ func (w *walker) list(ctx context.Context, name string, depth int) ([]fs.DirEntr
 	if depth >= MaxWalkDepth {
 		return nil, pathErr("walk", name, ErrWalkTooDeep)
 	}
-	return w.c.ReadDir(ctx, name)
+	entries, err := w.c.ReadDir(ctx, name)
+	if err == nil && w.held+len(entries) > w.maxHeld {
+		err = pathErr("walk", name, fmt.Errorf("%w: the walk would hold more than %d entries", ErrListingTooLarge, w.maxHeld))
+		entries = nil
+	}
+	return entries, err
 }
 
 // follow resolves a symbolic link entry when links are followed: it returns the entry

@@ -3,6 +3,7 @@ package sftp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -249,4 +250,38 @@ func TestGlob(t *testing.T) {
 	require.NoError(t, c.Close())
 	_, err = c.Glob(ctx, "a/*")
 	requireClosedConn(t, err)
+}
+
+// A server serving a deep tree of large directories: the walk holds the listings on
+// its current path, and stops descending once they would pass its bound.
+func TestWalkDirBoundsTheEntriesItHolds(t *testing.T) {
+	wide := func(page int) []testserver.ListEntry {
+		if page > 0 {
+			return nil
+		}
+		out := []testserver.ListEntry{{Name: "d", Mode: 0o040755}}
+		for i := range 999 {
+			out = append(out, testserver.ListEntry{Name: fmt.Sprintf("f%03d", i), Mode: 0o100644})
+		}
+		return out
+	}
+	c, _ := newTestServerClient(t, testserver.Options{Listing: func(string) testserver.Lister { return wide }})
+	ctx := tsCtx(t)
+	require.NoError(t, c.Mkdir(ctx, "/w", 0o755))
+	dirs := 0
+	var tooLarge []string
+	err := c.walkDir(ctx, "/w", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			require.ErrorIs(t, err, ErrListingTooLarge)
+			tooLarge = append(tooLarge, p)
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			dirs++
+		}
+		return nil
+	}, 5000, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"/w/d/d/d/d/d"}, tooLarge, "five listings of 1000 are held; the sixth is refused")
+	require.Equal(t, 6, dirs)
 }
