@@ -294,3 +294,56 @@ func TestReadDirCtxBoundsAStalledPage(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 	requireWorks(t, c)
 }
+
+// Against OpenSSH's sftp-server, which sends at most 100 names per READDIR: Dir.ReadDir(n)
+// and DirEntries list every entry once, across pages, and close their handles.
+func TestDirStreamsOnSFTPServer(t *testing.T) {
+	dir := t.TempDir()
+	want := make([]string, 0, 1234)
+	for i := range 1234 {
+		name := fmt.Sprintf("e%04d", i)
+		want = append(want, name)
+		writeLocal(t, filepath.Join(dir, name), nil, 0o644)
+	}
+	c := newServerClient(t, dir)
+	ctx := testCtx(t)
+
+	d, err := c.OpenDir(ctx, ".")
+	require.NoError(t, err)
+	var got []string
+	for {
+		page, err := d.ReadDirContext(ctx, 77)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 77)
+		for _, e := range page {
+			got = append(got, e.Name())
+			require.True(t, e.Type().IsRegular())
+		}
+	}
+	require.NoError(t, d.Close())
+	require.ElementsMatch(t, want, got)
+
+	got = got[:0]
+	for de, err := range c.DirEntries(ctx, ".") {
+		require.NoError(t, err)
+		got = append(got, de.Name())
+		if len(got) == 500 {
+			break // an early break closes the handle too
+		}
+	}
+	require.Len(t, got, 500)
+	all, err := c.ReadDir(ctx, ".")
+	require.NoError(t, err)
+	require.Len(t, all, 1234)
+	require.Equal(t, "e0000", all[0].Name(), "ReadDir sorts")
+	requireNoOpenHandles(t, c)
+
+	_, err = c.OpenDir(ctx, "missing")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	for _, err := range c.DirEntries(ctx, "missing") {
+		require.ErrorIs(t, err, fs.ErrNotExist)
+	}
+}
