@@ -194,7 +194,7 @@ func TestE2ECommand(t *testing.T) {
 
 	r = sl.run(t, append(conn, "ls", "-l", at(dir))...)
 	require.Equal(t, 0, r.code, "ls: %s", r.stderr)
-	require.Regexp(t, `^-rw-r--r-- \d+ \d+ `+strconv.Itoa(e2eSize)+` \w{3} [ \d]\d \d\d:\d\d up\.bin\n$`, r.stdout)
+	require.Regexp(t, `^-rw-r--r-- \S+ \S+ `+strconv.Itoa(e2eSize)+` \w{3} [ \d]\d \d\d:\d\d up\.bin\n$`, r.stdout)
 
 	r = sl.run(t, append(conn, "rm", at(remote))...)
 	require.Equal(t, 0, r.code, "rm: %s", r.stderr)

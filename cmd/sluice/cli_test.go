@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -169,8 +170,9 @@ func TestLsRmMkdir(t *testing.T) {
 	requireOK(t, r)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	require.Len(t, lines, 4, "stdout: %s", r.stdout)
-	// Sorted by name; mode, owner, size (aligned), time, name, link target.
-	ids := `\d+ \d+ +`
+	// Sorted by name; mode, owner and group by name (users-groups-by-id), size
+	// (aligned), time, name, link target.
+	ids := regexp.QuoteMeta(ownerNames(t)) + ` +`
 	require.Regexp(t, `^-rw-r--r-- `+ids+` *7 Feb  3  2001 a\.txt$`, lines[0])
 	require.Regexp(t, `^-rw-r--r-- `+ids+`1234 \w{3} [ \d]\d \d\d:\d\d b\.bin$`, lines[1])
 	require.Regexp(t, `^lrwxrwxrwx `+ids+`\d+ .* link -> a\.txt$`, lines[2])
@@ -374,4 +376,14 @@ func TestInterrupt(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("run did not return after its context was cancelled")
 	}
+}
+
+// ownerNames is "user group" of this process, as ls -l shows them.
+func ownerNames(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	require.NoError(t, err)
+	g, err := user.LookupGroupId(u.Gid)
+	require.NoError(t, err)
+	return u.Username + " " + g.Name
 }

@@ -63,10 +63,17 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 		}
 		octx, cancel := a.opCtx(ctx)
 		des, err := s.client.ReadDir(octx, d)
+		if errors.Is(err, sftp.ErrListingTooLarge) {
+			// Too big to hold and sort: shown as it comes, a page at a time.
+			err = a.streamList(octx, s.client, d, long)
+		}
 		err = a.timeoutError(ctx, octx, "ls "+d, err)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("ls: %w", err)
+		}
+		if des == nil {
+			continue
 		}
 		entries := make([]listEntry, 0, len(des))
 		for _, de := range des {
@@ -81,6 +88,33 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// streamList prints a directory too large for a sorted listing in the server's
+// order, one READDIR page at a time, so memory stays one page whatever its size.
+func (a *app) streamList(ctx context.Context, c *sftp.Client, dir string, long bool) error {
+	fmt.Fprintf(a.stderr, "sluice: ls: %s has more than %d entries: listing them unsorted\n", escapeText(dir), sftp.MaxReadDirEntries)
+	page := make([]listEntry, 0, 256)
+	flush := func() error {
+		err := a.printEntries(ctx, c, page, long)
+		page = page[:0]
+		return err
+	}
+	for de, err := range c.DirEntries(ctx, dir) {
+		if err != nil {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		if page = append(page, listEntry{info: info, name: de.Name(), path: joinRemote(dir, de.Name())}); len(page) == cap(page) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // printEntries writes names, one per line, or with long the ls -l form, reading each
@@ -108,7 +142,58 @@ func (a *app) printEntries(ctx context.Context, c *sftp.Client, entries []listEn
 			return err
 		}
 	}
+	a.nameOwners(ctx, c, entries)
 	return printLong(a.stdout, entries, time.Now())
+}
+
+// nameOwners fills in the entries' owner and group names where the server can say
+// them (users-groups-by-id@openssh.com, OpenSSH 9.1 and later): one request for the
+// whole listing. Where it cannot, or fails, the ids stay numeric, as ls -n shows them.
+func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntry) {
+	var uids, gids []uint32
+	seenU, seenG := map[uint32]bool{}, map[uint32]bool{}
+	for _, e := range entries {
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&2 != 0 {
+			if !seenU[fa.UID] {
+				seenU[fa.UID] = true
+				uids = append(uids, fa.UID)
+			}
+			if !seenG[fa.GID] {
+				seenG[fa.GID] = true
+				gids = append(gids, fa.GID)
+			}
+		}
+	}
+	if len(uids) == 0 {
+		return
+	}
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	users, groups, err := c.UserGroupNames(octx, uids, gids)
+	if err != nil || len(users) != len(uids) || len(groups) != len(gids) {
+		return
+	}
+	userOf, groupOf := map[uint32]string{}, map[uint32]string{}
+	for i, id := range uids {
+		userOf[id] = users[i]
+	}
+	for i, id := range gids {
+		groupOf[id] = groups[i]
+	}
+	for i, e := range entries {
+		fa, ok := e.info.Sys().(*sftp.FileAttrs)
+		if !ok || fa.Flags&2 == 0 {
+			continue
+		}
+		u, g := userOf[fa.UID], groupOf[fa.GID]
+		if u == "" {
+			u = strconv.FormatUint(uint64(fa.UID), 10)
+		}
+		if g == "" {
+			g = strconv.FormatUint(uint64(fa.GID), 10)
+		}
+		entries[i].owner = escapeText(u) + " " + escapeText(g)
+	}
 }
 
 func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error) {
@@ -178,23 +263,24 @@ type listEntry struct {
 	name   string // as shown
 	path   string // on the server, for READLINK
 	target string // a link's target, when read
+	owner  string // "user group" when the server named them, escaped
 }
 
 // printLong writes entries like "ls -l" without the link count: mode, owner and group
-// (numeric: SFTP v3 sends ids), size, modification time, name, and "-> target" for a
-// link. Everything from the server is escaped. now decides between a time and a year.
+// (names where the server gave them, else the ids SFTP v3 sends), size, modification
+// time, name, and "-> target" for a link. Everything from the server is escaped. now decides between a time and a year.
 func printLong(w io.Writer, entries []listEntry, now time.Time) error {
 	width, owners := 1, 1
 	for _, e := range entries {
 		width = max(width, len(strconv.FormatInt(e.info.Size(), 10)))
-		owners = max(owners, len(owner(e.info)))
+		owners = max(owners, len(e.ownerText()))
 	}
 	for _, e := range entries {
 		name := escapeText(e.name)
 		if e.target != "" {
 			name += " -> " + escapeText(e.target)
 		}
-		_, err := fmt.Fprintf(w, "%s %-*s %*d %s %s\n", modeString(e.info.Mode()), owners, owner(e.info), width, e.info.Size(), lsTime(e.info.ModTime(), now), name)
+		_, err := fmt.Fprintf(w, "%s %-*s %*d %s %s\n", modeString(e.info.Mode()), owners, e.ownerText(), width, e.info.Size(), lsTime(e.info.ModTime(), now), name)
 		if err != nil {
 			return err
 		}
@@ -253,6 +339,14 @@ func modeString(m fs.FileMode) string {
 	special(6, m&fs.ModeSetgid != 0, 's', 'S')
 	special(9, m&fs.ModeSticky != 0, 't', 'T')
 	return string(b)
+}
+
+// ownerText is the owner column: names where the server gave them, else the ids.
+func (e listEntry) ownerText() string {
+	if e.owner != "" {
+		return e.owner
+	}
+	return owner(e.info)
 }
 
 // owner is "uid gid" when the server sent them, else "-".

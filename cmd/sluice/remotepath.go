@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 
@@ -64,71 +63,44 @@ func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (strin
 // hasGlob reports whether p has a pattern character path.Match acts on.
 func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 
-// maxGlobMatches bounds what a pattern may expand to, so that a server listing
-// without end (or a pattern over a huge tree) cannot grow the command's memory.
-const maxGlobMatches = 100000
-
-// glob expands a remote pattern component by component with path.Match, as OpenSSH's
-// sftp does: a '*' does not match a leading '.' and never crosses a '/'. The matches
-// come sorted. A pattern without matches is an error naming it.
+// glob expands a remote pattern with the library's Glob (path.Match on each
+// directory's listing, bounded by --timeout as a whole), then applies the shell's
+// rule that OpenSSH's sftp follows too: a '*' or '?' does not match a leading '.', so
+// "*" leaves hidden files alone unless the pattern's element starts with '.'. A
+// pattern without matches is an error naming it.
 func (a *app) glob(ctx context.Context, c *sftp.Client, pattern string) ([]string, error) {
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, fmt.Errorf("bad pattern %s: %v", pattern, err)
-	}
-	var prefix string
-	parts := strings.Split(pattern, "/")
-	if strings.HasPrefix(pattern, "/") {
-		prefix, parts = "/", parts[1:]
-	}
-	cur := []string{prefix}
-	for i, part := range parts {
-		if part == "" {
-			continue
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	matches, err := c.Glob(octx, pattern)
+	if err != nil {
+		if errors.Is(err, path.ErrBadPattern) {
+			return nil, fmt.Errorf("bad pattern %s", pattern)
 		}
-		last := i == len(parts)-1
-		var next []string
-		for _, dir := range cur {
-			if !hasGlob(part) {
-				next = append(next, joinRemote(dir, part))
-				continue
-			}
-			listDir := dir
-			if listDir == "" {
-				listDir = "."
-			}
-			octx, cancel := a.opCtx(ctx)
-			entries, err := c.ReadDir(octx, listDir)
-			err = a.timeoutError(ctx, octx, "listing "+listDir, err)
-			cancel()
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-					continue
-				}
-				return nil, err
-			}
-			for _, e := range entries {
-				name := e.Name()
-				if strings.HasPrefix(name, ".") && !strings.HasPrefix(part, ".") {
-					continue
-				}
-				if ok, _ := path.Match(part, name); !ok {
-					continue
-				}
-				if !last && !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
-					continue
-				}
-				next = append(next, joinRemote(dir, name))
-				if len(next) > maxGlobMatches {
-					return nil, fmt.Errorf("%s matches more than %d names", pattern, maxGlobMatches)
-				}
-			}
-		}
-		cur = next
+		return nil, a.timeoutError(ctx, octx, "matching "+pattern, err)
 	}
-	if len(cur) == 0 {
+	pparts := strings.Split(pattern, "/")
+	kept := matches[:0]
+	for _, m := range matches {
+		if !hidesDotNames(pparts, strings.Split(m, "/")) {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) == 0 {
 		return nil, fmt.Errorf("no match for %s", pattern)
 	}
-	return cur, nil
+	return kept, nil
+}
+
+// hidesDotNames reports whether a match has a name starting with '.' where the
+// pattern's element has meta characters and does not start with '.'. The two are
+// compared element by element from the end, where Glob keeps them aligned.
+func hidesDotNames(pattern, match []string) bool {
+	for i, j := len(pattern)-1, len(match)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if hasGlob(pattern[i]) && !strings.HasPrefix(pattern[i], ".") && strings.HasPrefix(match[j], ".") {
+			return true
+		}
+	}
+	return false
 }
 
 func joinRemote(dir, name string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestSSHPutGetLs(t *testing.T) {
 
 	r = runCLI(t, append(sshArgs(s, s.KnownHostsFile), "ls", "-l", remoteOn(s, dir))...)
 	requireOK(t, r)
-	require.Regexp(t, `(?m)^-rw-r--r-- 0 0 +2097159 .* remote\.bin$`, r.stdout)
+	require.Regexp(t, `(?m)^-rw-r--r-- `+regexp.QuoteMeta(ownerNames(t))+` +2097159 .* remote\.bin$`, r.stdout)
 }
 
 // Trees over SSH: into an existing remote directory, whose name the CLI resolves with
