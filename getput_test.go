@@ -118,6 +118,20 @@ func serverFDs(t *testing.T, pid int) []string {
 	return fds
 }
 
+// settle waits until the clean-up a cancelled call left in the background (the CLOSEs
+// and part-file cuts it stopped waiting for once its ctx ended) is done at the server.
+// A round trip first: replies come in order, so every HANDLE that was still due has
+// been read, and its CLOSE queued, by the time its answer is. Then the queued work is
+// waited for, and one more round trip lets a CLOSE sent without waiting land.
+func settle(t *testing.T, c *Client) {
+	t.Helper()
+	_, err := c.Stat(gpCtx(t), "/")
+	require.NoError(t, err)
+	c.main.bg.Wait()
+	_, err = c.Stat(gpCtx(t), "/")
+	require.NoError(t, err)
+}
+
 // listTree describes every entry under root by its relative path: kind and content
 // for files, target for links.
 func listTree(t *testing.T, root string) map[string]string {
@@ -353,15 +367,14 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 
 func TestKeepPart(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
 	_, remote := gpDirs(t)
-	tr, err := c.newTransfer(nil)
+	tr, err := c.newCall(gpCtx(t), nil)
 	require.NoError(t, err)
 	part := filepath.Join(remote, ".p"+partSuffix)
 	gpWrite(t, part, gpData(1000, 14))
-	tr.keepPart(ctx, part, 300)
+	tr.keepPart(part, 300)
 	require.Equal(t, gpData(1000, 14)[:300], gpRead(t, part))
-	tr.keepPart(ctx, part, 0)
+	tr.keepPart(part, 0)
 	require.NoFileExists(t, part)
 }
 
@@ -543,6 +556,7 @@ func TestGetPutAtomic(t *testing.T) {
 		}))
 		require.ErrorIs(t, err, context.Canceled)
 		require.Equal(t, old, gpRead(t, dst))
+		settle(t, c)
 		require.Equal(t, before, serverFDs(t, pid))
 		// What the server acknowledged stays for Resume, and nothing past it: the
 		// part is a prefix of the source (none at all if nothing was acknowledged).
@@ -577,6 +591,7 @@ func TestGetPutAtomic(t *testing.T) {
 		cctx, opt := cancelAtStart()
 		require.ErrorIs(t, c.Put(cctx, src, dst, opt), context.Canceled)
 		require.Equal(t, old, gpRead(t, dst))
+		settle(t, c)
 		require.NoFileExists(t, filepath.Join(remote, ".early"+partSuffix))
 
 		gdst := filepath.Join(local, "early")
@@ -585,6 +600,7 @@ func TestGetPutAtomic(t *testing.T) {
 		require.ErrorIs(t, c.Get(cctx, filepath.Join(remote, "g"), gdst, opt), context.Canceled)
 		require.Equal(t, old, gpRead(t, gdst))
 		require.NoFileExists(t, gdst+partSuffix)
+		settle(t, c)
 		require.Equal(t, before, serverFDs(t, pid))
 	})
 }
@@ -633,7 +649,9 @@ func TestGetPutCancel(t *testing.T) {
 			cctx, opt := cancelAfter(ctx, 2<<20)
 			err := tc.run(cctx, opt)
 			require.ErrorIs(t, err, context.Canceled)
-			// Every handle the call opened is closed by the time it returns.
+			// The call returned without waiting for the server once ctx ended, but
+			// every handle it opened is closed once the CLOSEs it sent are answered.
+			settle(t, c)
 			require.Equal(t, before, serverFDs(t, pid))
 		})
 	}

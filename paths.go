@@ -98,7 +98,7 @@ func (c *Client) readDir(ctx context.Context, cn *conn, name string) ([]fs.FileI
 	for {
 		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeReaddir, id, h) })
 		if err != nil {
-			c.closeHandle(cn, h)
+			c.closeHandleBackground(cn, h)
 			return nil, err
 		}
 		names, err := decodeName("READDIR", &r)
@@ -107,7 +107,7 @@ func (c *Client) readDir(ctx context.Context, cn *conn, name string) ([]fs.FileI
 			break
 		}
 		if err != nil {
-			c.closeHandle(cn, h)
+			c.closeHandleBackground(cn, h)
 			return nil, cn.check(err)
 		}
 		for _, e := range names {
@@ -117,7 +117,7 @@ func (c *Client) readDir(ctx context.Context, cn *conn, name string) ([]fs.FileI
 			out = append(out, newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname)))
 		}
 	}
-	if err := c.closeHandleCtx(ctx, cn, h); err != nil {
+	if err := c.closeHandleWait(ctx, cn, h); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
@@ -135,7 +135,9 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 	return h, cn.check(err)
 }
 
-func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
+// closeHandleWait closes h and waits, while ctx lasts, for the server's answer, which
+// it returns.
+func (c *Client) closeHandleWait(ctx context.Context, cn *conn, h string) error {
 	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeClose, id, h) })
 	if err != nil {
 		return err
@@ -144,9 +146,9 @@ func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
 	return cn.check(expectStatus("CLOSE", &r))
 }
 
-// closeHandle closes h on a path where an error is already being returned: the CLOSE
+// closeHandleBackground closes h on a path where an error is already being returned: the CLOSE
 // goes out, but nobody waits for its reply, so that return is not held up.
-func (c *Client) closeHandle(cn *conn, h string) {
+func (c *Client) closeHandleBackground(cn *conn, h string) {
 	cn.closeOrphanLater(h)
 }
 
