@@ -419,12 +419,25 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 		err = t.sendFile(ctx, f, lf, fi, off, p, &n)
 	}
 	stop()
-	if cerr := closeWithin(t.ctx, f); err == nil {
-		// The server may report a failed write only now, when the file is closed.
+	// The server may report a failed write only now, when the file is closed. After
+	// a failure the part is cut to what was acknowledged, once the close is done (see
+	// keepPart). Both are waited for only while the call's ctx lasts; then they finish
+	// in the background, in that order.
+	failed, acked := err != nil, off+n
+	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+		cerr := f.Close()
+		if failed || cerr != nil {
+			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		}
+		return cerr
+	})
+	if !ok {
+		cerr = f.err("close", cerr)
+	}
+	if err == nil {
 		err = cerr
 	}
 	if err != nil {
-		t.keepPart(part, off+n)
 		return stopped(ctx, err)
 	}
 	return t.c.Rename(ctx, part, dst)
@@ -454,19 +467,14 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 // keepPart leaves a failed upload's part file holding exactly its acknowledged
 // prefix, or removes it when that is empty. WRITEs given up on may still have landed,
 // out of order across striped channels, leaving a hole before data that Resume would
-// take as sent; the handle's close has let every such WRITE land (it went out before
-// this, on the same channel), so cutting the file now keeps only what is known to be
-// there. Best effort: done even when the call's ctx has ended, but waited for only
-// while it lasts; after that it finishes in the background, or fails with the
-// connection.
-func (t *getPutCall) keepPart(part string, acked int64) {
-	ctx := context.WithoutCancel(t.ctx)
-	waitWithin(t.ctx, t.c.main, func() error {
-		if acked == 0 {
-			return t.c.Remove(ctx, part)
-		}
-		return t.c.Truncate(ctx, part, acked)
-	})
+// take as sent; the handle's close has let every such WRITE land, so cutting the file
+// now keeps only what is known to be there. Best effort.
+func (t *getPutCall) keepPart(ctx context.Context, part string, acked int64) {
+	if acked == 0 {
+		t.c.Remove(ctx, part)
+		return
+	}
+	t.c.Truncate(ctx, part, acked)
 }
 
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts

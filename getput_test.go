@@ -372,9 +372,9 @@ func TestKeepPart(t *testing.T) {
 	require.NoError(t, err)
 	part := filepath.Join(remote, ".p"+partSuffix)
 	gpWrite(t, part, gpData(1000, 14))
-	tr.keepPart(part, 300)
+	tr.keepPart(gpCtx(t), part, 300)
 	require.Equal(t, gpData(1000, 14)[:300], gpRead(t, part))
-	tr.keepPart(part, 0)
+	tr.keepPart(gpCtx(t), part, 0)
 	require.NoFileExists(t, part)
 }
 
