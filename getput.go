@@ -43,10 +43,18 @@ type TransferOption func(*transferOptions) error
 // Recursive lets Get and Put copy a directory and everything below it. Directories are
 // created first; then files move with up to Parallel of them in flight. Symbolic links
 // inside the tree are recreated as links with the same target, not followed (like
-// cp -r); a link given as the source itself is followed. Other special files (devices,
-// FIFOs, sockets) are skipped, and so are files named *.sluice-part, which are this
-// package's own unfinished transfers. A remote directory entry whose name could escape
-// the destination (containing a slash, or "." or "..") fails the Get.
+// cp -r, or rsync -l); a link given as the source itself is followed. Other special
+// files (devices, FIFOs, sockets) are skipped, and so are entries named *.sluice-part,
+// which are this package's own unfinished transfers.
+//
+// Nothing is ever written through a link in the destination, whether this call made
+// it or an earlier one did: a file replaces a link at its name, and a link where the
+// tree has a directory fails the call rather than being followed. A Get writes nowhere
+// outside its local destination (see the trust model in the README): it refuses a
+// remote entry whose name could escape it (containing a slash, or "." or ".."), a
+// directory listing one name twice, directories nested more than 64 levels deep (as
+// OpenSSH's client does), and a tree of more than 1,048,576 entries or 256 MiB of path
+// names, which it lists whole before copying.
 //
 // Without Recursive a directory source is an error.
 func Recursive() TransferOption {
@@ -59,14 +67,17 @@ func Recursive() TransferOption {
 // hold the source's first bytes and the transfer continues from its size. Only the part
 // file counts: a destination already present under its final name is copied again and
 // replaced. Nothing compares content, so a part file left by a different source gives a
-// wrong result; a part file larger than the source is an error.
+// wrong result; a part file larger than the source, or one that is not a regular file
+// (a link, say: it is never followed), is an error.
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
 
-// Preserve gives each copied file and directory its source's permission bits (with
-// setuid, setgid and sticky) and its access and modification times, in whole seconds
-// (all SFTP v3 carries). Symbolic links keep the times of their creation.
+// Preserve gives each copied file and directory its source's permission bits and its
+// access and modification times, in whole seconds (all SFTP v3 carries). Setuid, setgid
+// and sticky bits are not copied, as by OpenSSH's client: a server must not be able to
+// hand the caller a setuid program, nor the caller's files become one on the server.
+// Symbolic links keep the times of their creation.
 //
 // Without Preserve, a new file gets its source's permission bits plus owner write
 // (so that Resume can reopen it), less the umask where it is created; a new directory
@@ -156,9 +167,14 @@ var (
 // into place only once complete, so an existing file is replaced whole or not at all.
 // On failure a part file holding data stays for Resume; one with none is removed.
 //
-// When ctx ends, transfers in flight stop promptly, their remote handles are closed,
-// and Get returns an error matching ctx.Err(). With Recursive, the first failure stops
-// the rest the same way and is returned.
+// Every local write goes through an os.Root opened on the directory that receives the
+// copy, so no name or link the server sends resolves outside it (see Recursive).
+//
+// When ctx ends, transfers in flight stop and Get returns promptly with an error
+// matching ctx.Err(): it waits for the server no longer. The CLOSEs of its remote
+// handles are sent and complete in the background (Client.Close waits for them). With
+// Recursive, the first failure stops the rest and is returned once the handles they
+// opened are closed, waiting for that no longer than ctx allows.
 func (c *Client) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
 	t, err := c.newCall(ctx, opts)
 	if err != nil {

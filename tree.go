@@ -299,6 +299,13 @@ func walkLocal(src, dst string, root fs.FileInfo) (*treePlan, error) {
 
 // run copies a tree's files and links with up to Parallel in flight. The first failure
 // cancels the rest and is returned, with the source path.
+//
+// The workers have no recover. A panic on one would end the caller's process, but
+// turning it into an error would hide a bug and keep using what it left broken (a
+// handle open, a lock held, a pooled buffer still referenced). Server input is kept
+// from panicking where it is read instead: every decoder checks a length before
+// slicing by it (and is fuzzed), and a handle longer than the drafts allow, which
+// would overrun the room data buffers keep for headers, is refused (decodeHandle).
 func (t *getPutCall) run(ctx context.Context, op string, pl *treePlan,
 	file func(ctx context.Context, src, dst string, fi fs.FileInfo) error,
 	link func(ctx context.Context, e treeEntry) error) error {
