@@ -471,7 +471,13 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 	}
 	// Servers report an existing name with a generic failure, so ask. Only a file or
 	// a link is removed; anything else at the part name stops the upload.
-	if fi, lerr := t.c.Lstat(ctx, part); lerr != nil || fi.IsDir() {
+	fi, lerr := t.c.Lstat(ctx, part)
+	switch {
+	case errors.Is(lerr, fs.ErrNotExist):
+		// Nothing there, yet the exclusive create failed: a server that does not
+		// do EXCL, or a failure the plain create will report again.
+		return t.openRemote(ctx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	case lerr != nil || fi.IsDir():
 		return nil, err
 	}
 	if rerr := t.c.Remove(ctx, part); rerr != nil {

@@ -18,7 +18,10 @@ import (
 // reaches its final name by rename (which replaces a link instead of following it),
 // and a link where the copy has a directory is an error.
 
-var errLinkInTheWay = errors.New("sftp: a symbolic link is where the copy has a directory; it is not followed")
+var (
+	errLinkInTheWay = errors.New("sftp: a symbolic link is where the copy has a directory; it is not followed")
+	errNoLocalName  = errors.New("sftp: the remote path has no base name to give the local copy")
+)
 
 // localDest is the local side of one Get: the directory that receives the copy, and
 // the copy's name in it.
@@ -44,7 +47,7 @@ func openLocalDest(remote, local string, tree bool, perm fs.FileMode) (*localDes
 		// A remote base name such as "/" or "..": a tree is copied into the
 		// directory itself, and a file has no name to take.
 		if !tree {
-			return nil, errUnsafeName
+			return nil, errNoLocalName
 		}
 		d.name = "."
 	}
