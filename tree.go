@@ -63,7 +63,7 @@ func plainName(name string) bool {
 var (
 	errDuplicateName = errors.New("sftp: the server listed the same name twice")
 	errTooDeep       = errors.New("sftp: the remote tree nests directories too deep")
-	errTooBig        = errors.New("sftp: the remote tree holds too many entries")
+	errTooBig        = errors.New("sftp: the remote tree is too big to list")
 )
 
 // walkLimits bound what a recursive Get takes from the server before any data moves.
