@@ -292,6 +292,32 @@ func TestGetPutIntoDirectory(t *testing.T) {
 	require.Equal(t, data, gpRead(t, filepath.Join(local, "rel-back.txt")))
 }
 
+// TestGetLocalNames: where a Get puts its copy, now that local writes go through a
+// root on the directory that receives it.
+func TestGetLocalNames(t *testing.T) {
+	serveDir := t.TempDir()
+	c, _ := getPutClient(t, serveDir)
+	ctx := gpCtx(t)
+	local, _ := gpDirs(t)
+	gpWrite(t, filepath.Join(serveDir, "tree", "f"), []byte("f"))
+	want := listTree(t, filepath.Join(serveDir, "tree"))
+
+	// A trailing slash on a new name still names the copy itself.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "new")+"/", Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(local, "new")))
+	// Missing parents of a tree's copy are made.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "a", "b", "c"), Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(local, "a", "b", "c")))
+	// A remote path with no base name ("." here) copies into the existing directory.
+	into := filepath.Join(local, "into")
+	require.NoError(t, os.Mkdir(into, 0o755))
+	require.NoError(t, c.Get(ctx, ".", into, Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
+	// A single file's copy needs its parent, and an empty local name is refused.
+	require.Error(t, c.Get(ctx, "tree/f", filepath.Join(local, "missing", "f")))
+	require.Error(t, c.Get(ctx, "tree/f", ""))
+}
+
 func TestGetPutDirectoryNeedsRecursive(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
 	ctx := gpCtx(t)

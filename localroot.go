@@ -41,6 +41,7 @@ func openLocalDest(remote, local string, tree bool, perm fs.FileMode) (*localDes
 	}
 	d := &localDest{dir: local, name: path.Base(remote)}
 	if lfi, err := os.Stat(local); err != nil || !lfi.IsDir() {
+		local = filepath.Clean(local) // "new/" names new, not new/new
 		d.dir, d.name = filepath.Dir(local), filepath.Base(local)
 	}
 	if !plainName(d.name) {
