@@ -36,6 +36,9 @@ type transferOptions struct {
 	limits    walkLimits // of a recursive Get's listing; tests lower them
 
 	skipUnchanged bool
+	// smallParallel is how many small files a tree keeps in flight; parallel bounds
+	// the others among them.
+	smallParallel int
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -141,7 +144,7 @@ type getPutCall struct {
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
-	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{parallel: defaultParallel, limits: defaultWalkLimits}}
+	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{limits: defaultWalkLimits}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -150,9 +153,16 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 			return nil, err
 		}
 	}
+	// Small files take requests, not windows: unless the caller chose, more of them
+	// are in flight than of large files (see smallfile.go).
+	t.o.smallParallel = t.o.parallel
+	if t.o.parallel == 0 {
+		t.o.parallel, t.o.smallParallel = defaultParallel, defaultSmallParallel
+	}
 	// Leave half the server's handles to whatever else shares the Client.
 	if h := c.limits.MaxOpenHandles; h > 0 {
 		t.o.parallel = max(1, min(t.o.parallel, h/2))
+		t.o.smallParallel = max(1, min(t.o.smallParallel, h/2))
 	}
 	t.rep = newReporter(t.o.progress)
 	return t, nil
@@ -338,16 +348,20 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	defer func() { p.end(err) }()
 
 	var n int64
-	stop := watch(ctx, f)
-	// Checked here too because the watch acts from another goroutine: a ctx that
-	// ended already (say from a progress callback) must not let data through first.
-	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
+	if off == 0 && t.smallGet(size) {
+		n, err = t.getSmall(ctx, f, src, lf, size, p) // closes f
+	} else {
+		stop := watch(ctx, f)
+		// Checked here too because the watch acts from another goroutine: a ctx that
+		// ended already (say from a progress callback) must not let data through first.
+		if err = ctx.Err(); err == nil {
+			n, err = receive(f, lf, off, p)
+		}
+		stop()
+		// Free the handle before the local work. A read handle's CLOSE reports nothing
+		// that matters to data already received.
+		closeWithin(t.ctx, f)
 	}
-	stop()
-	// Free the handle before the local work. A read handle's CLOSE reports nothing
-	// that matters to data already received.
-	closeWithin(t.ctx, f)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -442,7 +456,14 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 	defer func() { p.end(err) }()
 	var n int64
 	if err = ctx.Err(); err == nil { // as in getFile
-		err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+		var data []byte
+		var small bool
+		if data, small, err = t.smallUpload(lf, fi, off); small {
+			stop()
+			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+		} else if err == nil {
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+		}
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
