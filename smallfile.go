@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -207,6 +208,13 @@ func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io
 	if serr != nil && rerr == nil {
 		rerr = serr
 	}
+	var se *StatusError
+	if errors.As(rerr, &se) && serr == nil && ctx.Err() == nil {
+		// A server that runs a handle's requests out of order may have closed it
+		// before a READ. Nothing was written yet: the engine reads the file again on
+		// a new handle, and reports the failure if it is real.
+		return 0, true, nil
+	}
 	if rerr != nil {
 		return 0, false, f.err("read", rerr)
 	}
@@ -330,9 +338,6 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 			err = werr
 		}
 	})
-	if err == nil && len(reqs) > 0 && !reqs[len(reqs)-1].sent {
-		err = errFileClosed // cannot happen: a send that failed set err
-	}
 	_, cerr := waitWithin(t.ctx, f.cn, func() error {
 		cerr := closeReply(context.WithoutCancel(t.ctx), f, cls)
 		if err != nil || cerr != nil {

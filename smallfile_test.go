@@ -176,12 +176,21 @@ func TestSmallStatusErrors(t *testing.T) {
 			return 0
 		}
 	}
+	var once atomic.Bool
+	failOnce := func(r testserver.Request) uint32 {
+		if r.Type == testserver.TypeRead && once.CompareAndSwap(false, true) {
+			return failure
+		}
+		return 0
+	}
 	for _, tc := range []struct {
 		name    string
 		get     bool
 		fail    func(testserver.Request) uint32
 		wantErr bool
 	}{
+		// As from a server that ran the CLOSE first: read again, on a new handle.
+		{"get: READ once", true, failOnce, false},
 		{"get: READ", true, failOn(testserver.TypeRead, 0), true},
 		{"get: READ past the end", true, failOn(testserver.TypeRead, 4096), true},
 		{"get: CLOSE", true, failOn(testserver.TypeClose, 0), false},
@@ -229,7 +238,14 @@ func TestSmallStatusErrors(t *testing.T) {
 			var se *StatusError
 			require.True(t, errors.As(err, &se), "want a *StatusError, got %T: %v", err, err)
 			if tc.get {
-				require.Empty(t, dirNames(t, dir), "no part file, no copy")
+				// No copy; a part file only if it holds data read before the failure,
+				// for Resume.
+				for _, name := range dirNames(t, dir) {
+					require.Equal(t, "f"+partSuffix, name)
+					part := gpRead(t, filepath.Join(dir, name))
+					require.NotEmpty(t, part)
+					require.Equal(t, data[:len(part)], part)
+				}
 				return
 			}
 			_, serr := srv.Stat("/f")
