@@ -98,11 +98,13 @@ func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
 
-// Parallel sets how many files a tree transfer keeps in flight (default 16), and how
-// many directories it lists or creates at once. Files in flight each hold a remote
-// handle; the value is lowered to fit the server's limit on open handles when it
-// publishes one. A tree of small files is bound by round trips, not bandwidth, so it
-// gains from many in flight; large files gain less, each already fills the window.
+// Parallel sets how many files a tree transfer keeps in flight, and how many
+// directories it lists or creates at once. By default 16 files are in flight, and up
+// to 128 when they are small (one READ or WRITE each); Parallel(n) sets both to n.
+// Files in flight each hold a remote handle; the value is lowered to fit the server's
+// limit on open handles when it publishes one. A tree of small files is bound by round
+// trips, not bandwidth, so it gains from many in flight; large files gain less, each
+// already fills the window.
 func Parallel(n int) TransferOption {
 	return func(o *transferOptions) error {
 		if n < 1 || n > 1024 {

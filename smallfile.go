@@ -27,7 +27,7 @@ import (
 
 // defaultSmallParallel is how many small files a tree keeps in flight when the caller
 // did not choose Parallel.
-const defaultSmallParallel = 64
+const defaultSmallParallel = 128
 
 // smallGet reports whether a remote file the listing gave size bytes for (-1: not
 // known) is fetched by getSmall.
