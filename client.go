@@ -1,6 +1,29 @@
 // Package sftp is an SFTP version 3 client on golang.org/x/crypto/ssh, built to move
 // data at the speed of the link: transfers keep many requests in flight and stripe
 // large files across several SFTP channels of one SSH connection.
+//
+// # Errors
+//
+// The server is not trusted, and the client draws the line where OpenSSH's does:
+//
+//   - A STATUS reply, whatever its code, fails the one request it answers. The call
+//     returns a *StatusError (wrapped in an *fs.PathError where a path or file is
+//     involved) and the channel and every other request carry on. That includes a
+//     STATUS OK where data was due: rclone, for one, answers a READ on a file opened
+//     read-write that way. Test codes with errors.Is: fs.ErrNotExist,
+//     fs.ErrPermission, errors.ErrUnsupported, or a &StatusError{Code: ...}.
+//   - Anything else that does not fit closes the channel: broken framing (a bad
+//     length, a truncated body, an unknown or repeated request id), a reply of the
+//     wrong type, a DATA longer than its READ asked for. Nothing later on that channel
+//     could be trusted. Every call on it, the one that met the bad reply included, then
+//     fails with an error that matches both *ProtocolError (errors.As) and
+//     net.ErrClosed (errors.Is), so a caller that reconnects on net.ErrClosed need not
+//     know which check fired.
+//
+// A channel that dies for any other reason (the connection drops, Close) also fails
+// every call with an error matching net.ErrClosed. A *File whose Close has begun fails
+// its calls with fs.ErrClosed. io.EOF is returned bare, never wrapped, where io
+// contracts call for it.
 package sftp
 
 import (
@@ -339,16 +362,6 @@ func errUnsupportedExt(name string) error {
 func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (response, error) {
 	id := cn.newID()
 	return cn.call(ctx, id, enc(id))
-}
-
-// check closes the connection when err says the server broke the protocol: after one
-// malformed packet nothing later on the channel can be trusted.
-func (cn *conn) check(err error) error {
-	var pe *ProtocolError
-	if errors.As(err, &pe) {
-		cn.fail(pe)
-	}
-	return err
 }
 
 // maxReply is the longest reply a channel of c accepts: enough for a DATA reply to the

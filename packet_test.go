@@ -416,12 +416,39 @@ func TestDecodeOtherReplies(t *testing.T) {
 	_, err = decodeName("READDIR", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x01"))
 	require.Same(t, io.EOF, err)
 
-	// STATUS OK is no answer to a request that returns data.
-	_, err = decodeAttrs("STAT", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x00"))
-	require.ErrorAs(t, err, &pe)
-	require.Contains(t, err.Error(), "got STATUS OK, want ATTRS")
-	_, err = decodeName("READDIR", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x00"))
-	require.ErrorAs(t, err, &pe)
+	// STATUS OK returns nothing where data was due, but it is a well-formed answer:
+	// the server's error for this request, never a protocol error (which would close
+	// the channel).
+	ok := "\x00\x00\x00\x00"
+	for name, decode := range map[string]func(*response) error{
+		"READ":    func(r *response) error { _, err := decodeData(r); return err },
+		"STAT":    func(r *response) error { _, err := decodeAttrs("STAT", r); return err },
+		"OPEN":    func(r *response) error { _, err := decodeHandle("OPEN", r); return err },
+		"READDIR": func(r *response) error { _, err := decodeName("READDIR", r); return err },
+		"REALPATH": func(r *response) error {
+			_, err := decodeOneName("REALPATH", r)
+			return err
+		},
+		"statvfs": func(r *response) error { _, err := decodeStatVFS(r); return err },
+	} {
+		err = decode(rawReply(sshfx.TypeStatus, ok))
+		require.ErrorIs(t, err, &StatusError{Code: StatusOK}, name)
+		require.NotErrorAs(t, err, &pe, name)
+		require.Equal(t, "sftp: unexpected OK status in reply to "+name+" (OK)", err.Error())
+	}
+	// EOF is an answer only to READ and READDIR; elsewhere it must not pass for the
+	// io.EOF callers compare with ==.
+	eof := "\x00\x00\x00\x01"
+	_, err = decodeAttrs("STAT", rawReply(sshfx.TypeStatus, eof))
+	require.NotErrorIs(t, err, io.EOF)
+	require.ErrorIs(t, err, &StatusError{Code: StatusEOF})
+	_, err = decodeHandle("OPEN", rawReply(sshfx.TypeStatus, eof))
+	require.NotErrorIs(t, err, io.EOF)
+	require.ErrorIs(t, err, &StatusError{Code: StatusEOF})
+	// Any other code, defined or not, is the server's error as it is.
+	_, err = decodeData(rawReply(sshfx.TypeStatus, "\x00\x00\x00\x63"))
+	require.ErrorIs(t, err, &StatusError{Code: StatusFailure}, "code 99 means FAILURE")
+	require.NotErrorAs(t, err, &pe)
 
 	// A malformed STATUS is still a protocol error through any decoder.
 	_, err = decodeHandle("OPEN", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x02\x00\x00"))

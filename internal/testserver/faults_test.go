@@ -364,6 +364,22 @@ func TestCorruptAttrsFlags(t *testing.T) {
 	c.attrs(c.path(TypeStat, "/")) // the second is clean
 }
 
+func TestStatusInstead(t *testing.T) {
+	s := newServer(t, Options{Corrupt: StatusInstead(TypeData, StatusOK)})
+	require.NoError(t, s.WriteFile("/f", []byte("abcdefghij"), 0o644))
+	c := dial(t, s)
+	h := c.mustOpen("/f", OpenRead)
+	r := c.readAt(h, 0, 4)
+	require.EqualValues(t, TypeStatus, r.typ, "the first DATA becomes a STATUS for its id")
+	c.requireStatus(StatusOK, r)
+	require.Equal(t, []byte("abcd"), c.data(c.readAt(h, 0, 4)), "the second is clean")
+
+	s = newServer(t, Options{Corrupt: StatusInstead(TypeAttrs, 77)})
+	c = dial(t, s)
+	c.requireStatus(77, c.path(TypeStat, "/"))
+	c.attrs(c.path(TypeStat, "/"))
+}
+
 func TestCorruptCustom(t *testing.T) {
 	// nil leaves the reply alone; an empty slice swallows it; Corrupt sees
 	// VERSION as a reply to INIT.
