@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -519,4 +522,24 @@ func TestDecodeDataEmpty(t *testing.T) {
 	b, err := decodeData(rawReply(sshfx.TypeData, "\x00\x00\x00\x00"))
 	require.NoError(t, err)
 	require.Empty(t, b)
+}
+
+// TestOwnerAttrs: a chown's ids must fit 32 bits. The bound is checked at run time, so
+// it holds (and compiles) whether int has 32 or 64 bits.
+func TestOwnerAttrs(t *testing.T) {
+	a, err := ownerAttrs(65534, 0)
+	require.NoError(t, err)
+	require.Equal(t, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: 65534}, a)
+	for _, ids := range [][2]int{{-1, 0}, {0, -1}} {
+		_, err := ownerAttrs(ids[0], ids[1])
+		require.ErrorIs(t, err, syscall.EINVAL, "%v", ids)
+	}
+	if strconv.IntSize == 64 {
+		var tooBig int64 = math.MaxUint32 + 1
+		_, err := ownerAttrs(int(tooBig), 0)
+		require.ErrorIs(t, err, syscall.EINVAL)
+		a, err := ownerAttrs(0, int(tooBig-1))
+		require.NoError(t, err)
+		require.Equal(t, uint32(math.MaxUint32), a.GID)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -273,10 +274,11 @@ func (c *Client) Chmod(ctx context.Context, name string, mode fs.FileMode) error
 
 // Chown changes the numeric uid and gid of the named file.
 func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
-	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
-		return pathErr("chown", name, syscall.EINVAL)
+	a, err := ownerAttrs(uid, gid)
+	if err != nil {
+		return pathErr("chown", name, err)
 	}
-	return c.setstat(ctx, "chown", name, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)})
+	return c.setstat(ctx, "chown", name, a)
 }
 
 // Chtimes changes the access and modification times (whole seconds, 1970 to 2106).
@@ -286,6 +288,15 @@ func (c *Client) Chtimes(ctx context.Context, name string, atime, mtime time.Tim
 		return pathErr("chtimes", name, err)
 	}
 	return c.setstat(ctx, "chtimes", name, a)
+}
+
+// ownerAttrs is the ATTRS of a chown: ids must fit the protocol's 32 bits. The bound is
+// compared as int64, so it compiles where int has 32 bits too.
+func ownerAttrs(uid, gid int) (*sshfx.Attrs, error) {
+	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
+		return nil, syscall.EINVAL
+	}
+	return &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 func timesAttrs(atime, mtime time.Time) (*sshfx.Attrs, error) {

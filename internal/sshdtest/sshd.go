@@ -254,9 +254,7 @@ func (s *SSHD) run(cfg string, timeout time.Duration) error {
 	defer logf.Close()
 	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// If this process dies without Close, the kernel stops sshd rather than leaving a
-	// server behind on the machine.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	setDeathSignal(cmd) // where the OS can: if this process dies without Close
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sshdtest: starting sshd: %w", err)
 	}

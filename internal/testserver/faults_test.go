@@ -330,7 +330,7 @@ func TestCorruptUnknownTypeAndWrongID(t *testing.T) {
 	s = newServer(t, Options{Corrupt: CorruptWrongID(TypeStatus)})
 	c = dial(t, s)
 	writeAll(c, statPkt(1, "/nope"), statPkt(2, "/nope"))
-	require.EqualValues(t, BogusID, c.recv().id)
+	require.Equal(t, uint32(BogusID), c.recv().id)
 	require.EqualValues(t, 2, c.recv().id)
 }
 
