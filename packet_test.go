@@ -17,8 +17,9 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// Golden packets, written out by hand from the draft's layouts (sftp-protocol.md §1.2,
-// §1.3, §2): uint32 length, type byte, uint32 id (not for INIT), then the fields.
+// Golden packets, written out by hand from the draft's layouts and OpenSSH's PROTOCOL
+// (summarised in docs/protocol.md): uint32 length, type byte, uint32 id (not for INIT),
+// then the fields.
 // Request id 7 and handle "h1" throughout.
 var requestGoldens = []struct {
 	name string

@@ -190,7 +190,8 @@ func (s *SSHD) start(opts SSHDOptions) error {
 	return nil
 }
 
-// sshdConfig renders sshd_config: the private-instance setup of sftp-protocol.md §5.2.
+// sshdConfig renders sshd_config for a private instance: loopback only, its own host
+// key, pid file and authorized keys, key login only, no PAM.
 func sshdConfig(opts SSHDOptions, dir, hostKey, authorized string, port int) string {
 	var b strings.Builder
 	b.WriteString("# written by sshdtest\n")
