@@ -35,6 +35,9 @@ func (p *serverProc) stopNow() error {
 	}
 }
 
+// resume lets a server stopped by stop run again.
+func (p *serverProc) resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // localStat returns the stat of a local path, without following a final symlink.
 func localStat(t testing.TB, name string) *localStatT {
 	t.Helper()

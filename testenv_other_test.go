@@ -14,6 +14,10 @@ func (p *serverProc) stopNow() error {
 	return errors.New("stopping a process with SIGSTOP is implemented for Linux only")
 }
 
+func (p *serverProc) resume() error {
+	return errors.New("resuming a stopped process is implemented for Linux only")
+}
+
 func localStat(t testing.TB, _ string) *localStatT {
 	t.Skip("skipping: reading back owners and times is implemented for Linux only")
 	return nil
