@@ -103,6 +103,8 @@ AuthOrder mod_auth_file.c
 AuthUserFile %s
 AuthGroupFile %s
 DefaultRoot ~
+AllowOverwrite on
+AllowStoreRestart on
 Umask 022
 ModulePath %s
 LoadModule mod_sftp.c
