@@ -495,4 +495,3 @@ func TestRcloneMaxPacketStaysAtTheGuarantee(t *testing.T) {
 	require.True(t, bytes.Equal(data, readLocal(t, filepath.Join(dir, "g"))))
 	require.Zero(t, c.readCap.Load())
 }
-
