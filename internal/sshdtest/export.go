@@ -1,3 +1,5 @@
+//go:build linux
+
 package sshdtest
 
 import "golang.org/x/crypto/ssh"
