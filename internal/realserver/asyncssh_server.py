@@ -30,10 +30,17 @@ USER = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class Server(asyncssh.SSHServer):
+    def __init__(self, authorized):
+        self.authorized = authorized
+
     def begin_auth(self, username):
-        if not USER.match(username):
-            raise asyncssh.PermissionDenied("bad user name")
+        return True  # authentication is required
+
+    def public_key_auth_supported(self):
         return True
+
+    def validate_public_key(self, username, key):
+        return bool(USER.match(username)) and key.public_data == self.authorized.public_data
 
 
 def user_sftp(root):
@@ -44,12 +51,12 @@ def user_sftp(root):
 
 
 async def serve(args):
+    authorized = asyncssh.read_public_key(args.authorized_key)
     server = await asyncssh.listen(
         "127.0.0.1",
         args.port,
         server_host_keys=[args.host_key],
-        server_factory=Server,
-        authorized_client_keys=args.authorized_key,
+        server_factory=lambda: Server(authorized),
         sftp_factory=user_sftp(args.root),
         allow_scp=False,
     )
