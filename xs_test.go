@@ -19,16 +19,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// One suite, two real servers. Every scenario runs against OpenSSH's sftp-server and
-// against rclone's (`rclone serve sftp --stdio`, Debian's 1.60.1), and states for each
-// what must happen: where they differ, the difference is asserted rather than skipped,
-// so a change on either side, or in how the client copes with it, shows up here.
+// One suite, eight real servers (xsservers_test.go). Every scenario runs against each
+// and states what must happen there: where servers differ, the difference is asserted
+// rather than skipped, so a change on either side, or in how the client copes with it,
+// shows up here. docs/servers.md describes each server's behaviour for users.
 //
-// Each rclone behaviour asserted was first checked against the binary with raw
-// packets. rclone serves through its VFS, which by default (--vfs-cache-mode off) can
-// only write a file front to back and truncates it on every open for writing, reports
-// every mode as 0666/0777 less the umask, answers chmod, truncate and hardlink with OK
-// while doing nothing, hides symbolic links, and caps READ at 32 KiB.
+// rclone serves through its VFS, which by default (--vfs-cache-mode off) can only
+// write a file front to back and truncates it on every open for writing, reports every
+// mode as 0666/0777 less the umask, answers chmod, truncate and hardlink with OK while
+// doing nothing, hides symbolic links, and caps READ at 32 KiB. The others serve the
+// disk as it is, each with quirks of its own.
 
 // xsEnv is one scenario's run on one server.
 type xsEnv struct {

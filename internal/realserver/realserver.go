@@ -4,7 +4,6 @@ package realserver
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -175,9 +174,6 @@ func (p *proc) waitBanner(addr string) error {
 	}
 	return fmt.Errorf("not ready on %s after %v: %v", addr, startTimeout, lastErr)
 }
-
-// errPortTaken marks a start that failed only because another process took the port.
-var errPortTaken = errors.New("port already in use")
 
 // listenOnFreePort starts a server with launch on a free port and waits for its banner,
 // trying again with another port (a bounded number of times) when the port was taken.
