@@ -289,7 +289,9 @@ func xsOpenScenarios() []xsScenario {
 			})
 			_, rw.stat = e.c.Stat(e.ctx, "rw")
 			rw.close = f.Close()
-			rw.content = string(readLocal(e, e.local("rw")))
+			content, err := os.ReadFile(e.local("rw"))
+			rw.content = string(content)
+			require.NoError(e, err, "the local file, after write %v, read %v, stat %v, close %v", rw.write, rw.read, rw.stat, rw.close)
 			return rw
 		}, xsExpect[readWrite]{
 			xsOnDisk: func(e *xsEnv, rw readWrite) {
