@@ -15,10 +15,11 @@ import (
 	"github.com/sluicehq/sftp/internal/realserver"
 )
 
-// The real servers the cross-server scenarios run against, each started by the test
-// for each scenario on a fresh directory. Pipe servers speak SFTP on their stdin and
-// stdout; the others are SSH servers on 127.0.0.1, reached with NewClient over
-// x/crypto/ssh, their channels' streams going through the same packet tap.
+// The real servers the cross-server scenarios run against, each serving a fresh
+// directory per scenario. Pipe servers speak SFTP on their stdin and stdout; the others
+// are SSH servers on 127.0.0.1, reached with NewClient over x/crypto/ssh, their
+// channels' streams going through the same packet tap. docs/servers.md says what each
+// is and does.
 
 const (
 	xsOpenSSH      = "openssh"
@@ -84,7 +85,7 @@ func xsShared(launch func(tb testing.TB, root string) *realserver.Server) func(*
 				return d
 			},
 			start: func(t *testing.T, dir string, tap *xsTap) *Client {
-				return startSubsystem(t, srv, filepath.Base(dir), tap)
+				return startSSHClient(t, srv, filepath.Base(dir), tap)
 			},
 		}
 	}
@@ -102,6 +103,8 @@ var xsServers = []xsServer{
 	})},
 	{xsRcloneWrites, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
 		cmd := rcloneCommand(t, dir)
+		// --vfs-write-back 0s: the file reaches the directory before CLOSE is
+		// answered (by default 5 s later, in the background).
 		cmd.Args = append(cmd.Args, "--vfs-cache-mode", "writes", "--vfs-write-back", "0s")
 		return startPipeServer(t, cmd, tap.wrap)
 	})},
@@ -116,20 +119,20 @@ var xsServers = []xsServer{
 	})},
 	{xsProFTPD, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
 		srv := realserver.StartProFTPD(t, dir)
-		return startSubsystem(t, srv, srv.User, tap)
+		return startSSHClient(t, srv, srv.User, tap)
 	})},
 	{xsAsyncSSH, xsShared(realserver.StartAsyncSSH)},
 	{xsParamiko, xsShared(realserver.StartParamiko)},
 	{xsDropbear, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
 		srv := realserver.StartDropbear(t, dir)
-		return startSubsystem(t, srv, srv.User, tap)
+		return startSSHClient(t, srv, srv.User, tap)
 	})},
 }
 
-// startSubsystem connects to srv as user and returns a Client on the connection, as
+// startSSHClient connects to srv as user and returns a Client on the connection, as
 // any program using sluice over SSH would (NewClient), with tap watching the packets of
 // every channel. Cleanup closes the Client, then the connection.
-func startSubsystem(t *testing.T, srv *realserver.Server, user string, tap *xsTap, opts ...Option) *Client {
+func startSSHClient(t *testing.T, srv *realserver.Server, user string, tap *xsTap, opts ...Option) *Client {
 	t.Helper()
 	sc, err := srv.DialAs(user)
 	require.NoError(t, err, "dialing %s", srv.Name)
