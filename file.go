@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"sync"
 	"syscall"
@@ -29,9 +30,11 @@ type File struct {
 	share int
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
-	// so a transfer in another goroutine stops promptly instead of deadlocking.
+	// so a transfer in another goroutine stops promptly instead of deadlocking. It is
+	// life (a *fileLife), which also ends while the deadline has passed (SetDeadline).
 	ctx       context.Context
 	cancel    context.CancelFunc
+	life      *fileLife
 	closeOnce sync.Once
 
 	// hmu orders requests that name the handle against Close: every send holds it
@@ -46,7 +49,8 @@ type File struct {
 	ra     *readStream // read-ahead of sequential Read; nil when there is none
 }
 
-// Open opens the named file for reading.
+// Open opens the named file for reading. ctx bounds only the open: the File's I/O is
+// bounded by File.SetDeadline and ended by Close, not by ctx.
 func (c *Client) Open(ctx context.Context, name string) (*File, error) {
 	return c.OpenFile(ctx, name, os.O_RDONLY, 0)
 }
@@ -59,7 +63,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 }
 
 // OpenFile opens the named file with os.O_* flags; perm is used when the file is
-// created.
+// created. As with Open, ctx bounds only the open.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.main, name, flag, perm)
 	if err != nil {
@@ -122,7 +126,8 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 
 func (c *Client) newFile(cn *conn, name, handle string) *File {
 	f := &File{c: c, cn: cn, name: name, handle: handle}
-	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.life = newFileLife()
+	f.ctx, f.cancel = f.life, f.life.cancel
 	return f
 }
 
@@ -138,7 +143,7 @@ func (f *File) window() int {
 // Name returns the name the file was opened with.
 func (f *File) Name() string { return f.name }
 
-func (f *File) err(op string, err error) error { return pathErr(op, f.name, err) }
+func (f *File) err(op string, err error) error { return pathErr(op, f.name, f.life.explain(err)) }
 
 // closedErr is what a File's methods return after Close.
 func (f *File) closedErr(op string) error { return f.err(op, fs.ErrClosed) }
@@ -266,7 +271,7 @@ func (f *File) Chmod(mode fs.FileMode) error {
 
 // Chown changes the numeric uid and gid of the file.
 func (f *File) Chown(uid, gid int) error {
-	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
+	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
 		return f.err("chown", syscall.EINVAL)
 	}
 	return f.err("chown", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))

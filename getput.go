@@ -33,6 +33,8 @@ type transferOptions struct {
 	fsync     bool
 	parallel  int
 	progress  func(Progress)
+
+	skipUnchanged bool
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -269,6 +271,10 @@ func (t *transfer) openRemote(ctx context.Context, name string, flag int, perm f
 // getFile copies the remote regular file src, described by fi, to the local path dst.
 func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
+	if t.o.skipUnchanged && unchangedLocal(dst, fi) {
+		t.rep.skip(src, dst, size)
+		return nil
+	}
 	part := dst + partSuffix
 	var off int64
 	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -363,6 +369,10 @@ func (t *transfer) finishLocal(lf *os.File, part string, fi fs.FileInfo) error {
 
 // putFile copies the local regular file src, described by fi, to the remote path dst.
 func (t *transfer) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+		t.rep.skip(src, dst, fi.Size())
+		return nil
+	}
 	lf, err := os.Open(src)
 	if err != nil {
 		return err
