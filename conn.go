@@ -314,20 +314,29 @@ func (c *conn) dispatch(resp response) bool {
 
 // closeOrphanLater closes an orphaned handle from a goroutine that close waits for:
 // neither the reader nor a caller giving up on ctx may wait for a write (a full window
-// would stall them). The goroutine is counted under mu while the conn is alive, so
-// every Add happens before fail, and close's Wait after it sees them all.
+// would stall them). Once the session is over there is nothing to do: the server
+// forgets its handles with it.
 func (c *conn) closeOrphanLater(h string) {
+	c.background(func() { c.closeOrphan(h) })
+}
+
+// background runs fn on a goroutine that close waits for, and reports whether it did:
+// not once the conn has failed. fn must end once the conn fails. The goroutine is
+// counted under mu while the conn is alive, so every Add happens before fail, and
+// close's Wait after it sees them all.
+func (c *conn) background(fn func()) bool {
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
-		return // the session is over, and the server forgets its handles with it
+		return false
 	}
 	c.bg.Add(1)
 	c.mu.Unlock()
 	go func() {
 		defer c.bg.Done()
-		c.closeOrphan(h)
+		fn()
 	}()
+	return true
 }
 
 // closeOrphan closes a handle the server opened for a request whose waiter gave up

@@ -254,10 +254,10 @@ func (d *Dir) close(ctx context.Context) error {
 	}
 	d.closed, d.page = true, nil
 	if ctx.Err() != nil {
-		d.c.closeHandle(d.cn, d.handle)
+		d.c.closeHandleBackground(d.cn, d.handle)
 		return nil
 	}
-	return pathErr("close", d.name, d.c.closeHandleCtx(ctx, d.cn, d.handle))
+	return pathErr("close", d.name, d.c.closeHandleWait(ctx, d.cn, d.handle))
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched

@@ -177,7 +177,7 @@ func (f *File) Close() error {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	return f.err("close", f.c.closeHandleCtx(context.Background(), f.cn, f.handle))
+	return f.err("close", f.c.closeHandleWait(context.Background(), f.cn, f.handle))
 }
 
 // send sends a request that names this file's handle (or a sibling's on cn) unless

@@ -175,16 +175,33 @@ func otherReply(op string, r *response, want sshfx.PacketType) error {
 	return protoErr(op, "got %v, want %v", r.typ, want)
 }
 
+// maxHandleLen is the longest handle the drafts allow a server to send.
+const maxHandleLen = 256
+
+// maxWriteHeader is the longest WRITE header: length, type, id, handle, offset and
+// data length. Data buffers keep packetSlack bytes in front of the payload for it.
+const maxWriteHeader = 4 + 1 + 4 + 4 + maxHandleLen + 8 + 4
+
+// A compile-time check that packetSlack holds the longest header: the constant
+// conversion fails to compile if it does not.
+const _ = uint(packetSlack - maxWriteHeader)
+
+// decodeHandle reads a HANDLE reply. A handle longer than the drafts allow is refused
+// as a protocol error, which fails the channel (the caller's check): every later
+// request would carry it, and buffers are sized for handles within the limit.
 func decodeHandle(op string, r *response) (string, error) {
 	if r.typ != sshfx.TypeHandle {
 		return "", otherReply(op, r, sshfx.TypeHandle)
 	}
 	d := sshfx.NewDecoder(r.body)
-	h := d.String()
+	h := d.Bytes()
 	if err := d.Done(); err != nil {
 		return "", &ProtocolError{Op: op, Reason: err}
 	}
-	return h, nil
+	if len(h) > maxHandleLen {
+		return "", protoErr(op, "handle of %d bytes, longer than the %d allowed", len(h), maxHandleLen)
+	}
+	return string(h), nil
 }
 
 // decodeData returns the payload of a DATA reply, aliasing r's buffer.

@@ -85,7 +85,9 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 	return h, cn.check(err)
 }
 
-func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
+// closeHandleWait closes h and waits, while ctx lasts, for the server's answer, which
+// it returns.
+func (c *Client) closeHandleWait(ctx context.Context, cn *conn, h string) error {
 	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeClose, id, h) })
 	if err != nil {
 		return err
@@ -94,9 +96,9 @@ func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
 	return cn.check(expectStatus("CLOSE", &r))
 }
 
-// closeHandle closes h on a path where an error is already being returned: the CLOSE
+// closeHandleBackground closes h on a path where an error is already being returned: the CLOSE
 // goes out, but nobody waits for its reply, so that return is not held up.
-func (c *Client) closeHandle(cn *conn, h string) {
+func (c *Client) closeHandleBackground(cn *conn, h string) {
 	cn.closeOrphanLater(h)
 }
 

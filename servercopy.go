@@ -131,10 +131,10 @@ func appendCopyData(dst []byte, id uint32, rh string, roff, n uint64, wh string,
 // handles are gone when Copy returns), and keeping the first error.
 func (c *Client) closeBoth(ctx context.Context, cn *conn, h string, errp *error) {
 	if ctx.Err() != nil {
-		c.closeHandle(cn, h)
+		c.closeHandleBackground(cn, h)
 		return
 	}
-	if err := c.closeHandleCtx(ctx, cn, h); *errp == nil {
+	if err := c.closeHandleWait(ctx, cn, h); *errp == nil {
 		*errp = err
 	}
 }

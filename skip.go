@@ -3,7 +3,6 @@ package sftp
 import (
 	"context"
 	"io/fs"
-	"os"
 )
 
 // SkipUnchanged makes Get and Put leave alone a file whose destination already has
@@ -16,16 +15,17 @@ func SkipUnchanged() TransferOption {
 	return func(o *transferOptions) error { o.skipUnchanged = true; return nil }
 }
 
-// unchangedLocal reports whether the local file dst matches the remote fi.
-func unchangedLocal(dst string, fi fs.FileInfo) bool {
+// unchangedLocal reports whether the local file dst (relative to the Get's root)
+// matches the remote fi. Lstat, so a link standing at dst is never taken for the copy.
+func (d *localDest) unchangedLocal(dst string, fi fs.FileInfo) bool {
 	_, mtime, ok := remoteTimes(fi)
-	lfi, err := os.Lstat(dst)
+	lfi, err := d.lstat(dst)
 	return ok && err == nil && lfi.Mode().IsRegular() && lfi.Size() == remoteSize(fi) &&
 		lfi.ModTime().Unix() == mtime.Unix()
 }
 
 // unchangedRemote reports whether the remote file dst matches the local fi.
-func (t *transfer) unchangedRemote(ctx context.Context, dst string, fi fs.FileInfo) bool {
+func (t *getPutCall) unchangedRemote(ctx context.Context, dst string, fi fs.FileInfo) bool {
 	rfi, err := t.c.Lstat(ctx, dst)
 	if err != nil || !rfi.Mode().IsRegular() {
 		return false

@@ -66,6 +66,9 @@ fi
 [ "$status" = 0 ] || exit "$status"
 (cd bench && go test -race -count=1 -timeout 5m ./...)
 
+echo "== hostile-server suite, repeated (a flaky defence is a hole)"
+go test -race -count=5 -timeout 5m -run '^(TestHostile|TestDecodeHandleLength)' .
+
 echo "== fuzz (a bounded run per target; crashers land in testdata/fuzz and become regression tests)"
 # Budgets are execution counts, not durations: Go 1.26's fuzz coordinator can report a
 # spurious "context deadline exceeded" when a -fuzztime duration expires on a busy machine
