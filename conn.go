@@ -490,6 +490,27 @@ func (c *conn) fail(cause error) {
 	})
 }
 
+// check is where a call that met a reply breaking the protocol ends the channel. It
+// returns err unchanged unless err holds a *ProtocolError; then it fails the channel
+// with it and returns the same kind of error every other call on the channel gets
+// from then on: one matching both *ProtocolError and net.ErrClosed. So a caller that
+// reconnects on net.ErrClosed need not know which check fired, or where. A STATUS of
+// any code is never a protocol error (see otherReply): it fails one request only.
+func (c *conn) check(err error) error {
+	var pe *ProtocolError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	var ce *closedError
+	if errors.As(err, &ce) {
+		return err // already a dead channel's error
+	}
+	c.fail(err)
+	// Not c.err: if the channel had died of something else first, that would hide the
+	// protocol error this call met.
+	return &closedError{cause: err}
+}
+
 func (c *conn) waitReader() {
 	if c.waitRd {
 		<-c.readerDone

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +58,7 @@ func TestFileDeadlineEndsAStalledReadOnSFTPServer(t *testing.T) {
 
 	// A later deadline (none at all here) makes the File usable again, from the
 	// offset the acknowledged data reached.
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, p.resume())
 	require.NoError(t, f.SetDeadline(time.Time{}))
 	off, err := f.Seek(0, io.SeekCurrent)
 	require.NoError(t, err)

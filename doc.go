@@ -74,12 +74,23 @@
 //
 // # Errors
 //
+// The client draws the line OpenSSH's does. A STATUS reply, whatever its code, fails
+// only the request it answers: the channel and every other request carry on, even
+// where the STATUS makes no sense (rclone answers some READs with STATUS OK). Anything
+// else that does not fit closes the channel: broken framing (a bad length, a truncated
+// body, an unknown or repeated request id), a reply of the wrong type, DATA longer than
+// its READ asked for. Every call on that channel, the one that met the bad reply
+// included, then fails with an error matching both *ProtocolError and net.ErrClosed,
+// so a caller that reconnects on net.ErrClosed need not know which check fired.
+//
 // Errors are wrapped once, with the operation and path: *fs.PathError for one path,
 // *os.LinkError for two (Rename, Symlink, Link, Copy). Inside is one of:
 //   - *StatusError, the server's STATUS reply. Branch with errors.Is on the standard
 //     errors it matches: fs.ErrNotExist (NO_SUCH_FILE), fs.ErrPermission
 //     (PERMISSION_DENIED), errors.ErrUnsupported (OP_UNSUPPORTED). Never branch on its
-//     Message: servers word the same failure differently.
+//     Message: servers word the same failure differently. A STATUS OK where data was
+//     due is a *StatusError with Code StatusOK; an EOF where no end exists, one with
+//     Code StatusEOF, never io.EOF.
 //   - a sharper error where SFTP v3 says only FAILURE and the client can find out
 //     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
 //     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
@@ -88,7 +99,8 @@
 //   - an error matching net.ErrClosed once the channel is gone (Close, the server
 //     leaving, the SSH connection dropping); it unwraps to the cause, and Err returns it.
 //   - *ProtocolError when the server broke the protocol; the channel is closed with it,
-//     since nothing after a malformed packet can be trusted.
+//     since nothing after a malformed packet can be trusted, so the error also matches
+//     net.ErrClosed.
 //   - ctx.Err() (matched with errors.Is) when the call's ctx ended.
 //   - for listings: ErrListingTooLarge past MaxReadDirEntries or MaxReadDirBytes in a
 //     whole-directory read, ErrInvalidEntryName for a name that is not one plain name;

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"sync"
 	"syscall"
@@ -271,10 +270,11 @@ func (f *File) Chmod(mode fs.FileMode) error {
 
 // Chown changes the numeric uid and gid of the file.
 func (f *File) Chown(uid, gid int) error {
-	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
-		return f.err("chown", syscall.EINVAL)
+	a, err := ownerAttrs(uid, gid)
+	if err != nil {
+		return f.err("chown", err)
 	}
-	return f.err("chown", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))
+	return f.err("chown", f.setstat(a))
 }
 
 // Chtimes changes the access and modification times of the file.

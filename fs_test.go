@@ -482,7 +482,7 @@ func TestFSRegularFile(t *testing.T) {
 
 func TestFSNamedPipe(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	mkfifo(t, filepath.Join(dir, "fifo"), 0o644)
 	fsys := fsTestClient(t, dir).FS()
 
 	// Each of these would hang the server if it sent an OPEN. Should one do so, the

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -259,10 +260,11 @@ func (c *Client) Chmod(ctx context.Context, name string, mode fs.FileMode) error
 
 // Chown changes the numeric uid and gid of the named file.
 func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
-	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
-		return pathErr("chown", name, syscall.EINVAL)
+	a, err := ownerAttrs(uid, gid)
+	if err != nil {
+		return pathErr("chown", name, err)
 	}
-	return c.setstat(ctx, "chown", name, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)})
+	return c.setstat(ctx, "chown", name, a)
 }
 
 // Chtimes changes the access and modification times (whole seconds, 1970 to 2106).
@@ -272,6 +274,15 @@ func (c *Client) Chtimes(ctx context.Context, name string, atime, mtime time.Tim
 		return pathErr("chtimes", name, err)
 	}
 	return c.setstat(ctx, "chtimes", name, a)
+}
+
+// ownerAttrs is the ATTRS of a chown: ids must fit the protocol's 32 bits. The bound is
+// compared as int64, so it compiles where int has 32 bits too.
+func ownerAttrs(uid, gid int) (*sshfx.Attrs, error) {
+	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
+		return nil, syscall.EINVAL
+	}
+	return &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 func timesAttrs(atime, mtime time.Time) (*sshfx.Attrs, error) {
@@ -305,15 +316,27 @@ func (c *Client) Readlink(ctx context.Context, name string) (string, error) {
 // Symlink creates newname as a symbolic link to oldname, like os.Symlink. OpenSSH's
 // server takes the two paths in the reverse of the draft's order, and nearly every
 // server followed it; a server that uses the draft's order says so with
-// symlink-order@rjk.greenend.org.uk.
+// symlink-order@rjk.greenend.org.uk, except asyncssh's (see asyncsshDraftSymlink).
 func (c *Client) Symlink(ctx context.Context, oldname, newname string) error {
 	first, second := oldname, newname
-	if c.exts[extSymlinkOrder] == "linkpath-targetpath" {
+	if c.exts[extSymlinkOrder] == "linkpath-targetpath" || c.draftSymlink {
 		first, second = newname, oldname
 	}
 	return linkErr("symlink", oldname, newname, c.statusCall(ctx, "SYMLINK", func(id uint32) []byte {
 		return appendString2(nil, sshfx.TypeSymlink, id, first, second)
 	}))
+}
+
+// asyncsshDraftSymlink reports whether an SSH server, known by the version strings of
+// the connection, reads SYMLINK's paths in the draft's order. asyncssh's SFTP server
+// does, unless the client's SSH version names OpenSSH or paramiko: then it takes them
+// in OpenSSH's order, assuming the client is one of those. It advertises neither, so
+// over a pipe (no SSH versions) the client cannot tell.
+func asyncsshDraftSymlink(serverVersion, clientVersion []byte) bool {
+	if !bytes.Contains(serverVersion, []byte("AsyncSSH")) {
+		return false
+	}
+	return !bytes.Contains(clientVersion, []byte("OpenSSH")) && !bytes.Contains(clientVersion, []byte("paramiko"))
 }
 
 // Link creates newname as a hard link to oldname (hardlink@openssh.com).

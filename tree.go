@@ -54,10 +54,11 @@ func (pl *treePlan) addFile(e treeEntry, size int64) {
 var errUnsafeName = errors.New("sftp: the server listed a name that is not a plain file name")
 
 // plainName reports whether a name from a remote listing names an entry of the local
-// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x".
+// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x". The rules
+// are plainNameOn's for this system's separator; filepath.IsLocal has the OS's own say
+// on top.
 func plainName(name string) bool {
-	return name != "." && name != ".." && !strings.Contains(name, "/") &&
-		filepath.IsLocal(name) && filepath.Base(name) == name
+	return plainNameOn(name, filepath.Separator) && filepath.IsLocal(name)
 }
 
 var (
