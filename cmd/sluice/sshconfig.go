@@ -153,6 +153,19 @@ type hostConfig struct {
 // operand and ssh_config: the flags are the final host's.
 func (a *app) resolveHost(r remote, hop bool) (*hostConfig, error) {
 	c, cfg := a.sshCfg, a.cfg
+	// Check what the command line gave before any %-token can carry it into a
+	// ProxyCommand (a shell) or a file name.
+	if err := checkCLIName("host", r.Host); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if err := checkCLIName("user", r.User); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if cfg.user != "" && !hop {
+		if err := checkCLIName("user", cfg.user); err != nil {
+			return nil, usagef("-l: %v", err)
+		}
+	}
 	alias := r.Host
 	hc := &hostConfig{alias: alias}
 	get := func(k string) string { return c.get(alias, k) }
