@@ -69,6 +69,7 @@ type app struct {
 	cols func() int
 
 	promptOnce sync.Once
+	replies    replyClock // when the server last sent anything, for --timeout
 	prompt     *prompter
 
 	// Test hooks: a prompter on a test's pty, a dialer to an in-process server, a

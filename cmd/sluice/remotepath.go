@@ -10,23 +10,6 @@ import (
 	"github.com/sluicehq/sftp"
 )
 
-// opCtx bounds one metadata call (stat, listing, mkdir, remove, realpath) by
-// --timeout, so that a server that never finishes one cannot hold the command.
-func (a *app) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if a.cfg.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, a.cfg.timeout)
-}
-
-// timeoutError says which call ran out of --timeout, when one did.
-func (a *app) timeoutError(ctx, octx context.Context, what string, err error) error {
-	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%s: the server did not answer within %v (--timeout)", what, a.cfg.timeout)
-	}
-	return err
-}
-
 // expandHome resolves a leading "~" or "~/" of a remote path to the login directory on
 // the server (home-directory or expand-path@openssh.com, else the start directory,
 // where OpenSSH's server starts), and "~user/..." with expand-path@openssh.com.
@@ -64,7 +47,7 @@ func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (strin
 func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
 
 // glob expands a remote pattern with the library's Glob (path.Match on each
-// directory's listing, bounded by --timeout as a whole), then applies the shell's
+// directory's listing, given up when the server is silent for --timeout), then applies the shell's
 // rule that OpenSSH's sftp follows too: a '*' or '?' does not match a leading '.', so
 // "*" leaves hidden files alone unless the pattern's element starts with '.'. A
 // pattern without matches is an error naming it.

@@ -144,6 +144,9 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	if a.cfg.limit > 0 && !hop {
 		nc = newLimitedConn(nc, a.cfg.limit)
 	}
+	if !hop {
+		nc = a.replies.conn(nc)
+	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
 	sc0 := ssh.Config{Ciphers: hc.ciphers}
 	sc := &ssh.ClientConfig{
