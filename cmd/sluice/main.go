@@ -292,6 +292,9 @@ func (a *app) open(ctx context.Context, r remote) (*session, func() error, error
 			return nil, nil, err
 		}
 		a.sshCfg = c
+		for _, w := range c.warnings {
+			fmt.Fprintf(a.stderr, "sluice: warning: ssh_config %s\n", escapeText(w))
+		}
 	}
 	s, err := a.connect(ctx, r)
 	if err != nil {
