@@ -43,8 +43,11 @@ func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (strin
 	return path.Join(dir, rest), nil
 }
 
-// hasGlob reports whether p has a pattern character path.Match acts on.
-func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+// hasGlob reports whether p has a character path.Match acts on, the escape '\' too.
+// It is the library Glob's own test (hasMeta in walk.go), so what sluice takes as a
+// literal path Glob would take literally too: a\b is a pattern matching "ab" for
+// both, and a name with a real backslash is written a\\b.
+func hasGlob(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 
 // glob expands a remote pattern with the library's Glob (path.Match on each
 // directory's listing, given up when the server is silent for --timeout), then applies the shell's
@@ -86,9 +89,12 @@ func hidesDotNames(pattern, match []string) bool {
 	return false
 }
 
+// joinRemote names an entry of a listed directory. It joins without cleaning, so the
+// name keeps the form the user gave the directory, like the library's joinGlob
+// (walk.go), whose rule it follows: "." (and "") add nothing, "/" no second slash.
 func joinRemote(dir, name string) string {
 	switch dir {
-	case "":
+	case "", ".":
 		return name
 	case "/":
 		return "/" + name
