@@ -169,7 +169,8 @@ func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writ
 	var in io.Reader = replies.reader(rd)
 	var out io.WriteCloser = w
 	if cfg.limit > 0 {
-		in, out = &limitedReader{in, newLimiter(cfg.limit)}, &limitedWriteCloser{w, newLimiter(cfg.limit)}
+		rdl := newLimiter(cfg.limit)
+		in, out = &limitedReader{in, rdl}, &limitedWriteCloser{w, newLimiter(cfg.limit), rdl}
 	}
 	client, err := sftp.NewClientPipe(ictx, in, out, cfg.clientOptions()...)
 	if err != nil {
