@@ -71,6 +71,7 @@ type app struct {
 	promptOnce sync.Once
 	replies    replyClock // when the server last sent anything, for --timeout
 	prompt     *prompter
+	promptStop func() bool // ends the watch that interrupts prompts on ctx's end
 
 	// Test hooks: a prompter on a test's pty, a dialer to an in-process server, a
 	// progress observer, and the pause between retries.
@@ -123,6 +124,9 @@ func newApp(stdout, stderr io.Writer) *app {
 
 func (a *app) run(ctx context.Context, args []string) int {
 	err := a.dispatch(ctx, args)
+	if a.promptStop != nil {
+		a.promptStop()
+	}
 	if a.prompt != nil {
 		a.prompt.close()
 	}
