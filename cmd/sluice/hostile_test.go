@@ -179,7 +179,7 @@ func TestListingTimeout(t *testing.T) {
 // while no single wait comes near it. TestListingTimeout is the other side: a server
 // that stops answering is still given up on.
 func TestTimeoutIsPerReply(t *testing.T) {
-	const files, pause, timeout = 40, 25 * time.Millisecond, 500 * time.Millisecond
+	const files, pause, timeout = 40, 60 * time.Millisecond, 1500 * time.Millisecond
 	srv := testserver.New(testserver.Options{
 		Fail: func(testserver.Request) uint32 { time.Sleep(pause); return 0 },
 	})
