@@ -184,7 +184,9 @@ func (f *File) Close() error {
 func (f *File) send(cn *conn, id uint32, pkt []byte, ch chan<- response) error {
 	f.hmu.RLock()
 	defer f.hmu.RUnlock()
-	if f.closed {
+	// A File whose life has ended (closed, or past its deadline) sends nothing: cn.send
+	// would otherwise pick at random between a free channel and the ended ctx.
+	if f.closed || f.ctx.Err() != nil {
 		return errFileClosed
 	}
 	if err := cn.send(f.ctx, id, pkt, ch); err != nil {
