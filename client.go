@@ -344,6 +344,9 @@ func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (resp
 // check closes the connection when err says the server broke the protocol: after one
 // malformed packet nothing later on the channel can be trusted.
 func (cn *conn) check(err error) error {
+	if err == nil {
+		return nil
+	}
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
 		cn.fail(pe)

@@ -70,9 +70,11 @@ type writeStream struct {
 	filled chan filledChunk   // from the producers; closed when they are done
 	kick   chan struct{}      // a sender that was full has written one
 
-	reqs     map[uint32]chunk // WRITEs given a lane, by request id
-	acked    prefixTracker    // acknowledged WRITEs by offset
-	end      int64            // where the source ended, once a producer saw it
+	ready    map[int64]filledChunk // read, waiting for their turn, by offset
+	nextOff  int64                 // offset of the next chunk to hand to a lane
+	reqs     map[uint32]chunk      // WRITEs given a lane, by request id
+	acked    prefixTracker         // acknowledged WRITEs by offset
+	end      int64                 // where the source ended, once a producer saw it
 	halted   bool
 	aborting bool
 
@@ -87,12 +89,14 @@ func (f *File) newWriteStream(off int64) *writeStream {
 		// file, and a second TRUNC would destroy what other lanes wrote.
 		lanes: f.newLanes(window, sshfx.FlagWrite),
 		start: off, size: f.c.limits.MaxWrite, max: window,
-		slots:  make(chan struct{}, window),
-		filled: make(chan filledChunk, window),
-		kick:   make(chan struct{}, 1),
-		reqs:   make(map[uint32]chunk, window),
-		acked:  newPrefixTracker(off, window),
-		end:    math.MaxInt64,
+		slots:   make(chan struct{}, window),
+		filled:  make(chan filledChunk, window),
+		kick:    make(chan struct{}, 1),
+		ready:   make(map[int64]filledChunk, window),
+		nextOff: off,
+		reqs:    make(map[uint32]chunk, window),
+		acked:   newPrefixTracker(off, window),
+		end:     math.MaxInt64,
 	}
 }
 
@@ -313,8 +317,9 @@ func writePacket(buf []byte, id uint32, handle string, off int64, n int) ([]byte
 func (ws *writeStream) schedule() error {
 	filledOpen := true
 	for filledOpen || len(ws.reqs) > 0 {
+		ws.dispatch()
 		var in <-chan filledChunk
-		if filledOpen && (ws.halted || ws.roomy() != nil) {
+		if filledOpen {
 			in = ws.filled
 		}
 		select {
@@ -363,29 +368,51 @@ func (ws *writeStream) roomy() *lane {
 	return best
 }
 
-// take sends a filled chunk on its way, or drops it when it is not wanted.
+// take files a chunk from the producers until its turn comes, or drops it when it
+// is not wanted. Data read before a failure to read further is still sent.
 func (ws *writeStream) take(c filledChunk) {
+	end := c.off + int64(c.n)
+	if c.eof || c.err != nil {
+		ws.end = min(ws.end, end)
+	}
 	if c.err != nil {
-		ws.srcFail.fail(c.off, c.err)
-		ws.stop()
+		ws.srcFail.fail(end, c.err)
 	}
-	if c.eof {
-		ws.end = min(ws.end, c.off+int64(c.n))
-	}
-	if c.n == 0 || c.err != nil || c.off >= ws.end || ws.halted {
+	if c.n == 0 || c.off >= ws.end || ws.halted {
 		ws.drop(c.buf)
-		return
+	} else {
+		ws.ready[c.off] = c
 	}
-	l := ws.roomy()
-	id := l.cn.newID()
-	ws.reqs[id] = chunk{off: c.off, n: c.n, lane: l}
-	l.out++
-	l.unsent.Add(1)
-	l.queue <- outgoing{id: id, off: c.off, n: c.n, buf: c.buf}
-	if c.off+int64(c.n)-ws.start >= channelWindow {
-		// Size unknown, but more than one window already: on a long link one
-		// channel is now the limit, so it is worth opening more.
-		ws.stripe()
+	if c.err != nil {
+		ws.halt() // read no further; what came before the failure still goes out
+	}
+}
+
+// dispatch hands the chunks that are ready, in offset order, to lanes with room. In
+// order, because some servers write only sequentially (rclone without a VFS cache
+// refuses a WRITE at any other offset), and ReadAt workers finish out of order.
+func (ws *writeStream) dispatch() {
+	for !ws.halted {
+		c, ok := ws.ready[ws.nextOff]
+		if !ok || c.off >= ws.end {
+			return
+		}
+		l := ws.roomy()
+		if l == nil {
+			return
+		}
+		delete(ws.ready, c.off)
+		ws.nextOff += int64(c.n)
+		id := l.cn.newID()
+		ws.reqs[id] = chunk{off: c.off, n: c.n, lane: l}
+		l.out++
+		l.unsent.Add(1)
+		l.queue <- outgoing{id: id, off: c.off, n: c.n, buf: c.buf}
+		if ws.nextOff-ws.start >= channelWindow {
+			// Size unknown, but more than one window already: on a long link one
+			// channel is now the limit, so it is worth opening more.
+			ws.stripe()
+		}
 	}
 }
 
@@ -476,6 +503,10 @@ func (ws *writeStream) cleanup() {
 	}
 	for c := range ws.filled {
 		ws.f.c.dataPool.Put(c.buf)
+	}
+	for off, c := range ws.ready {
+		ws.f.c.dataPool.Put(c.buf)
+		delete(ws.ready, off)
 	}
 	if len(ws.reqs) > 0 {
 		ids := make(map[*lane][]uint32, len(ws.all))
