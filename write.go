@@ -316,8 +316,11 @@ func writePacket(buf []byte, id uint32, handle string, off int64, n int) ([]byte
 // every WRITE answered, or the transfer is stopped.
 func (ws *writeStream) schedule() error {
 	filledOpen := true
-	for filledOpen || len(ws.reqs) > 0 {
+	for {
 		ws.dispatch()
+		if !filledOpen && len(ws.reqs) == 0 { // then dispatch has sent all it may
+			break
+		}
 		var in <-chan filledChunk
 		if filledOpen {
 			in = ws.filled
