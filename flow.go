@@ -50,6 +50,19 @@ func (f *File) window() int {
 	return w
 }
 
+// writeBuffers is how many data buffers an upload holds at once, read and not yet
+// written to a channel: enough for every reader and for each lane's unsent WRITEs.
+// A WRITE in flight holds a window slot but no buffer (the channel has copied it), so
+// this, not the window, is what an upload keeps in memory, and a small set of buffers
+// stays warm in the pool instead of a window's worth churning through the GC.
+func writeBuffers(c *Client, window int) int {
+	lanes := 1
+	if c.stripes() {
+		lanes = c.opts.channels
+	}
+	return min(window, readAtWorkers+maxUnsent*lanes)
+}
+
 // readLaneCap is how many READs of size one lane keeps at the server when striping:
 // about 1.5 channel windows, enough to keep the window full, while a deeper queue on
 // the first lane would hold back, in offset order, everything the lanes joining later

@@ -67,6 +67,7 @@ type writeStream struct {
 	g      *errgroup.Group
 	halt   context.CancelFunc // stops the producers (a WRITE failed: read no further)
 	slots  chan struct{}      // one per chunk between being read and being filed
+	bufs   chan struct{}      // one per chunk between being read and being written out
 	filled chan filledChunk   // from the producers; closed when they are done
 	kick   chan struct{}      // a sender that was full has written one
 
@@ -90,6 +91,7 @@ func (f *File) newWriteStream(off int64) *writeStream {
 		lanes: f.newLanes(window, sshfx.FlagWrite),
 		start: off, size: f.c.limits.MaxWrite, max: window,
 		slots:   make(chan struct{}, window),
+		bufs:    make(chan struct{}, writeBuffers(f.c, window)),
 		filled:  make(chan filledChunk, window),
 		kick:    make(chan struct{}, 1),
 		ready:   make(map[int64]filledChunk, window),
@@ -195,9 +197,7 @@ func (ws *writeStream) readSeq(ctx context.Context, src io.Reader) error {
 	defer close(ws.filled)
 	off := ws.start
 	for {
-		select {
-		case ws.slots <- struct{}{}:
-		case <-ctx.Done():
+		if !ws.acquire(ctx) {
 			return nil
 		}
 		bp := ws.f.c.dataBuf()
@@ -229,13 +229,14 @@ func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) e
 	for range readAtWorkers {
 		workers.Go(func() error {
 			for {
-				select {
-				case ws.slots <- struct{}{}:
-				case <-ctx.Done():
+				// Slot and buffer first, then the offset: a claimed chunk can always
+				// be read, so the chunk dispatch waits for is never starved of either.
+				if !ws.acquire(ctx) {
 					return nil
 				}
 				rel := next.Add(int64(ws.size)) - int64(ws.size)
 				if rel >= end.Load() {
+					<-ws.bufs
 					<-ws.slots
 					return nil
 				}
@@ -287,6 +288,7 @@ func (ws *writeStream) sendLane(l *lane) error {
 			err = ws.f.send(ws.ctx, l.cn, o.id, pkt, ws.ch)
 		}
 		ws.f.c.dataPool.Put(o.buf)
+		<-ws.bufs
 		if l.unsent.Add(-1) == maxUnsent-1 {
 			select {
 			case ws.kick <- struct{}{}:
@@ -421,7 +423,24 @@ func (ws *writeStream) dispatch() {
 
 func (ws *writeStream) drop(bp *[]byte) {
 	ws.f.c.dataPool.Put(bp)
+	<-ws.bufs
 	<-ws.slots
+}
+
+// acquire takes a window slot and a buffer for the next chunk; false once ctx ends.
+func (ws *writeStream) acquire(ctx context.Context) bool {
+	select {
+	case ws.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case ws.bufs <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		<-ws.slots
+		return false
+	}
 }
 
 // stop ends reading: after a failure nothing further is sent.
