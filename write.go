@@ -34,9 +34,11 @@ import (
 // the header) is chosen.
 const dataOff = packetSlack
 
-// readAtWorkers is how many goroutines read a sized source in parallel. Reading is
-// cheaper than encrypting, so a few keep the senders fed even from a slow disk.
-const readAtWorkers = 4
+// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
+// chunk costs a fraction of encrypting it, so two keep a sender fed even while one
+// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
+// two cores this is measured on.
+const readAtWorkers = 2
 
 // filledChunk is a piece of the source read into a pooled buffer, or a failure to
 // read it.
