@@ -3,6 +3,7 @@ package sftp
 import (
 	"context"
 	"io"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -24,8 +25,10 @@ import (
 //
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
-// in flight, the READ for the rest of a short DATA goes out even into a full window,
-// since the data held is waiting for it and nothing else would move. So what a slow
+// in flight and the window is full of data waiting behind a short DATA's missing
+// rest (the bytes at next), the READ for that rest goes out anyway, since nothing
+// else would move. Its answer is the segment at next, which leaves the window when it
+// is consumed or written, before the exception can apply again: so what a slow
 // writer or a missing reply can hold is at most win+1 buffers.
 
 // writtenPiece is a writer's report that it is done with the segment at off: n of its
@@ -138,9 +141,19 @@ func (s *readStream) inWindow() int { return len(s.reqs) + len(s.segs) + s.held 
 // fill sends READs while the window has room: first the rests of short DATAs, then
 // new ranges.
 func (s *readStream) fill() {
-	for len(s.redo) > 0 && (s.inWindow() < s.win || len(s.reqs) == 0) {
-		req := s.redo[0]
-		s.redo = s.redo[1:]
+	for len(s.redo) > 0 {
+		i := 0
+		if s.inWindow() >= s.win {
+			// The exception of the window rule: only the rest that the data held is
+			// waiting for, and only with nothing in flight or at a writer that could
+			// free room.
+			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
+			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
+				break
+			}
+		}
+		req := s.redo[i]
+		s.redo = slices.Delete(s.redo, i, i+1)
 		if req.off >= s.stopAt() {
 			continue
 		}
