@@ -14,11 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -211,8 +213,8 @@ type cancelCase struct {
 	name  string
 	stall func(testserver.Request) bool // the request whose reply is withheld
 	call  func(ctx context.Context, c *Client, local string) error
-	// closes says the call has closed its remote handle by the time it returns (Get
-	// and Put promise it; others may leave the CLOSE in flight).
+	// closes says the call has sent the CLOSE of its remote handle by the time it
+	// returns (Get and Put promise it; others may leave it to be sent later).
 	closes bool
 }
 
@@ -316,7 +318,10 @@ func TestCancelWhileWaiting(t *testing.T) {
 			t.Logf("%s: %v", tc.name, err)
 			require.ErrorIs(t, err, context.Canceled)
 			if tc.closes {
-				require.Zero(t, srv.OpenHandles(), "the handle should be closed before the call returns")
+				// The call returns without waiting for the server once ctx ended,
+				// but the CLOSE it sent closes the handle.
+				settle(t, c)
+				require.Zero(t, srv.OpenHandles(), "the handle should be closed by the CLOSE the call sent")
 			}
 
 			require.Equal(t, 1, srv.ReleaseStalled())
@@ -505,4 +510,43 @@ func TestCancelThenMalformedLateReply(t *testing.T) {
 	requireProtocolError(t, err)
 	srv.Close()
 	require.Zero(t, srv.OpenHandles())
+}
+
+// TestGetTreeFailureClosesStoppedOpens: when one file of a tree fails, another file's
+// OPEN still in flight is not abandoned (its handle would then be closed in the
+// background, after Get returned): Get collects its reply and closes the handle
+// before returning, so no handle is left open when it does.
+func TestGetTreeFailureClosesStoppedOpens(t *testing.T) {
+	var readFailed atomic.Bool
+	var closes atomic.Int32
+	aClosed := make(chan struct{})
+	c, srv := newTestServerClient(t, testserver.Options{
+		// a's first READ from 1 MiB on fails, while the reply to b's OPEN is withheld
+		// until a has closed its handle: by then its failure is stopping the rest.
+		Corrupt: func(r testserver.Request, reply []byte) [][]byte {
+			if r.Type == testserver.TypeRead && r.Offset >= 1<<20 && readFailed.CompareAndSwap(false, true) {
+				return [][]byte{statusReply(r.ID, sshfx.StatusFailure, "injected")}
+			}
+			return nil
+		},
+		Stall: func(r testserver.Request) bool {
+			// The first CLOSE is the listing's, the second a's.
+			if r.Type == testserver.TypeClose && closes.Add(1) == 2 {
+				close(aClosed)
+			}
+			return r.Type == testserver.TypeOpen && r.Path == "/t/b"
+		},
+	})
+	require.NoError(t, srv.MkdirAll("/t", 0o755))
+	require.NoError(t, srv.WriteFile("/t/a", randBytes(4<<20, 21), 0o644))
+	require.NoError(t, srv.WriteFile("/t/b", randBytes(1000, 22), 0o644))
+	res := tsGo(func() error {
+		return c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), Parallel(2))
+	})
+	tsWaitStalled(t, srv, 1)
+	tsRecv(t, aClosed, "a's CLOSE")
+	require.Equal(t, 1, srv.ReleaseStalled())
+	err := tsRecv(t, res, "Get")
+	require.ErrorContains(t, err, "injected")
+	require.Zero(t, srv.OpenHandles(), "a handle the failed Get opened is still open")
 }

@@ -1,6 +1,3 @@
-// Package sftp is an SFTP version 3 client on golang.org/x/crypto/ssh, built to move
-// data at the speed of the link: transfers keep many requests in flight and stripe
-// large files across several SFTP channels of one SSH connection.
 package sftp
 
 import (
@@ -8,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +32,7 @@ const (
 var extVersions = map[string]string{
 	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
 	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
+	extCopyData: "1", extUsersGroups: "1",
 }
 
 const (
@@ -55,6 +54,11 @@ type options struct {
 	maxPacket    int // 0: negotiate
 	channels     int
 	stripeMinRTT time.Duration
+
+	subsystem string      // "" means "sftp"
+	command   string      // run instead of a subsystem when not ""
+	env       [][2]string // name, value: sent before the subsystem or command
+	stderr    io.Writer   // receives the server's standard error; nil discards it
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -94,6 +98,67 @@ func WithChannels(n int) Option {
 			return fmt.Errorf("sftp: WithChannels(%d): want 1 to 64", n)
 		}
 		o.channels = n
+		return nil
+	}
+}
+
+// WithSubsystem names the SSH subsystem NewClient starts on each session (default
+// "sftp"), for servers that offer SFTP under another name. NewClientPipe ignores it.
+func WithSubsystem(name string) Option {
+	return func(o *options) error {
+		if name == "" {
+			return errors.New("sftp: WithSubsystem: empty name")
+		}
+		if o.command != "" {
+			return errors.New("sftp: WithSubsystem and WithServerCommand exclude each other")
+		}
+		o.subsystem = name
+		return nil
+	}
+}
+
+// WithServerCommand makes NewClient run command on each session (an SSH "exec"
+// request) instead of starting a subsystem, and speak SFTP on its standard input and
+// output: for example "sudo -n /usr/lib/openssh/sftp-server" to serve files as another
+// user, or a server that is installed but not configured as a subsystem. The server's
+// shell interprets command. Its standard error is discarded unless WithStderr is
+// given. NewClientPipe ignores it.
+func WithServerCommand(command string) Option {
+	return func(o *options) error {
+		if command == "" {
+			return errors.New("sftp: WithServerCommand: empty command")
+		}
+		if o.subsystem != "" {
+			return errors.New("sftp: WithSubsystem and WithServerCommand exclude each other")
+		}
+		o.command = command
+		return nil
+	}
+}
+
+// WithEnv asks the server to set the environment variable name to value for the
+// SFTP server of each session (an SSH "env" request, sent before the subsystem or
+// command starts); it may be given several times. OpenSSH's sshd accepts only the
+// names its AcceptEnv allows: NewClient fails with an error naming the variable when
+// the server refuses one. NewClientPipe ignores it.
+func WithEnv(name, value string) Option {
+	return func(o *options) error {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return fmt.Errorf("sftp: WithEnv(%q): not a variable name", name)
+		}
+		o.env = append(o.env, [2]string{name, value})
+		return nil
+	}
+}
+
+// WithStderr copies what the SFTP server writes to its standard error on each session
+// to w (by default it is discarded): with WithServerCommand, for example, to see why
+// the command failed. Writes to w come from a goroutine of the SSH session, so w must
+// be safe for that; it is not closed. NewClientPipe ignores it: the caller owns the
+// server's stderr there.
+func WithStderr(w io.Writer) Option {
+	return func(o *options) error {
+		o.stderr = w
 		return nil
 	}
 }
@@ -216,12 +281,14 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 			done <- o
 			return
 		}
-		if o.w, o.err = o.sess.StdinPipe(); o.err == nil {
-			if o.r, o.err = o.sess.StdoutPipe(); o.err == nil {
-				if o.err = o.sess.RequestSubsystem("sftp"); o.err != nil {
-					o.err = fmt.Errorf("sftp: starting the sftp subsystem: %w", o.err)
-				}
+		o.err = c.setEnv(o.sess)
+		if o.err == nil {
+			if o.w, o.err = o.sess.StdinPipe(); o.err == nil {
+				o.r, o.err = o.sess.StdoutPipe()
 			}
+		}
+		if o.err == nil {
+			o.err = c.startServer(o.sess)
 		}
 		if o.err != nil {
 			o.sess.Close()
@@ -245,6 +312,38 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 	// Closing the session makes sshd close the channel, which ends the reader's Read
 	// with EOF, so Close can wait for the reader.
 	return newConn(ctx, o.r, o.w, o.sess.Close, true, &c.dataPool)
+}
+
+// setEnv sends the WithEnv variables on sess.
+func (c *Client) setEnv(sess *ssh.Session) error {
+	for _, kv := range c.opts.env {
+		if err := sess.Setenv(kv[0], kv[1]); err != nil {
+			return fmt.Errorf("sftp: the server refused to set %s (OpenSSH's sshd sets only what AcceptEnv names): %w", kv[0], err)
+		}
+	}
+	return nil
+}
+
+// startServer starts the SFTP server on sess: the subsystem, or WithServerCommand's
+// command.
+func (c *Client) startServer(sess *ssh.Session) error {
+	if c.opts.stderr != nil {
+		sess.Stderr = c.opts.stderr
+	}
+	if c.opts.command != "" {
+		if err := sess.Start(c.opts.command); err != nil {
+			return fmt.Errorf("sftp: running the server command: %w", err)
+		}
+		return nil
+	}
+	name := c.opts.subsystem
+	if name == "" {
+		name = "sftp"
+	}
+	if err := sess.RequestSubsystem(name); err != nil {
+		return fmt.Errorf("sftp: starting the %s subsystem: %w", name, err)
+	}
+	return nil
 }
 
 // start finishes construction: records extensions and negotiates sizes.
@@ -339,19 +438,6 @@ func errUnsupportedExt(name string) error {
 func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (response, error) {
 	id := cn.newID()
 	return cn.call(ctx, id, enc(id))
-}
-
-// check closes the connection when err says the server broke the protocol: after one
-// malformed packet nothing later on the channel can be trusted.
-func (cn *conn) check(err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *ProtocolError
-	if errors.As(err, &pe) {
-		cn.fail(pe)
-	}
-	return err
 }
 
 // maxReply is the longest reply a channel of c accepts: enough for a DATA reply to the

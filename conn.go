@@ -318,20 +318,29 @@ func (c *conn) dispatch(resp response) bool {
 
 // closeOrphanLater closes an orphaned handle from a goroutine that close waits for:
 // neither the reader nor a caller giving up on ctx may wait for a write (a full window
-// would stall them). The goroutine is counted under mu while the conn is alive, so
-// every Add happens before fail, and close's Wait after it sees them all.
+// would stall them). Once the session is over there is nothing to do: the server
+// forgets its handles with it.
 func (c *conn) closeOrphanLater(h string) {
+	c.background(func() { c.closeOrphan(h) })
+}
+
+// background runs fn on a goroutine that close waits for, and reports whether it did:
+// not once the conn has failed. fn must end once the conn fails. The goroutine is
+// counted under mu while the conn is alive, so every Add happens before fail, and
+// close's Wait after it sees them all.
+func (c *conn) background(fn func()) bool {
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
-		return // the session is over, and the server forgets its handles with it
+		return false
 	}
 	c.bg.Add(1)
 	c.mu.Unlock()
 	go func() {
 		defer c.bg.Done()
-		c.closeOrphan(h)
+		fn()
 	}()
+	return true
 }
 
 // closeOrphan closes a handle the server opened for a request whose waiter gave up
@@ -510,6 +519,27 @@ func (c *conn) fail(cause error) {
 		c.mu.Unlock()
 		c.closer()
 	})
+}
+
+// check is where a call that met a reply breaking the protocol ends the channel. It
+// returns err unchanged unless err holds a *ProtocolError; then it fails the channel
+// with it and returns the same kind of error every other call on the channel gets
+// from then on: one matching both *ProtocolError and net.ErrClosed. So a caller that
+// reconnects on net.ErrClosed need not know which check fired, or where. A STATUS of
+// any code is never a protocol error (see otherReply): it fails one request only.
+func (c *conn) check(err error) error {
+	var pe *ProtocolError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	var ce *closedError
+	if errors.As(err, &ce) {
+		return err // already a dead channel's error
+	}
+	c.fail(err)
+	// Not c.err: if the channel had died of something else first, that would hide the
+	// protocol error this call met.
+	return &closedError{cause: err}
 }
 
 func (c *conn) waitReader() {

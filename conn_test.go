@@ -503,6 +503,7 @@ func TestClientPipeWrongReplyType(t *testing.T) {
 	_, err = cl.Stat(ctx, "/a/b")
 	var pe *ProtocolError
 	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, net.ErrClosed, "the call that met it gets the dead channel's error too")
 	var pathErr *fs.PathError
 	require.ErrorAs(t, err, &pathErr)
 	require.Equal(t, "/a/b", pathErr.Path)
@@ -512,6 +513,36 @@ func TestClientPipeWrongReplyType(t *testing.T) {
 	require.ErrorIs(t, err, net.ErrClosed)
 	require.ErrorAs(t, err, &pe, "the cause is kept")
 	require.NoError(t, cl.Close())
+}
+
+// TestConnCheck: check passes the server's errors through and leaves the channel up;
+// a protocol error fails the channel, and the caller gets the error every other call
+// gets: one matching both *ProtocolError and net.ErrClosed, even when the channel had
+// already died of something else.
+func TestConnCheck(t *testing.T) {
+	checkLeaks(t)
+	c := mustPipeConn(t, func(p *scriptPeer) { p.expectEOF() })
+	require.NoError(t, c.check(nil))
+	se := &StatusError{Code: StatusOK}
+	require.Same(t, se, c.check(se))
+	require.Equal(t, io.EOF, c.check(io.EOF))
+	require.NoError(t, c.failed(), "a STATUS fails one request, not the channel")
+
+	pe := protoErr("READ", "DATA of %d bytes for a READ of %d", 5, 4)
+	err := c.check(fmt.Errorf("wrapped: %w", pe))
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.ErrorAs(t, err, new(*ProtocolError))
+	require.ErrorIs(t, c.failed(), net.ErrClosed)
+	require.ErrorIs(t, c.failed(), pe, "the channel died of it")
+	require.Same(t, err, c.check(err), "a dead channel's error is passed on as it is")
+
+	// Another protocol error on the channel already dead: the caller still learns of
+	// its own, with both matches.
+	other := protoErr("STAT", "got HANDLE, want ATTRS")
+	err = c.check(other)
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.ErrorIs(t, err, other)
+	require.ErrorIs(t, c.failed(), pe, "the first cause stays")
 }
 
 func TestClientPipeHandshakeRefused(t *testing.T) {

@@ -192,9 +192,9 @@ func TestE2ECommand(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "downloaded bytes differ")
 
-	r = sl.run(t, append(conn, "ls", at(dir))...)
+	r = sl.run(t, append(conn, "ls", "-l", at(dir))...)
 	require.Equal(t, 0, r.code, "ls: %s", r.stderr)
-	require.Regexp(t, `^-rw-r--r-- `+strconv.Itoa(e2eSize)+` \w{3} [ \d]\d \d\d:\d\d up\.bin\n$`, r.stdout)
+	require.Regexp(t, `^-rw-r--r-- \S+ \S+ `+strconv.Itoa(e2eSize)+` \w{3} [ \d]\d \d\d:\d\d up\.bin\n$`, r.stdout)
 
 	r = sl.run(t, append(conn, "rm", at(remote))...)
 	require.Equal(t, 0, r.code, "rm: %s", r.stderr)
@@ -202,8 +202,7 @@ func TestE2ECommand(t *testing.T) {
 
 	r = sl.run(t, append(conn, "get", at(remote), filepath.Join(local, "gone"))...)
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "sluice: get "+remote)
-	require.Contains(t, r.stderr, "No such file")
+	require.Equal(t, "sluice: get: no such file or directory: "+remote+"\n", r.stderr)
 	require.NoFileExists(t, filepath.Join(local, "gone"))
 
 	// known_hosts that does not list the server: refused before any file is touched.
@@ -212,7 +211,7 @@ func TestE2ECommand(t *testing.T) {
 	r = sl.run(t, "-i", s.KeyFile, "-known-hosts", other, "-P", strconv.Itoa(s.Port), "put", src, at(remote))
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "sluice: unknown host [127.0.0.1]:"+strconv.Itoa(s.Port))
-	require.Contains(t, r.stderr, "-insecure-accept-unknown-host")
+	require.Contains(t, r.stderr, "StrictHostKeyChecking=accept-new")
 	require.NoFileExists(t, remote)
 
 	r = sl.run(t, "put", src)

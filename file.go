@@ -30,9 +30,11 @@ type File struct {
 	share int
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
-	// so a transfer in another goroutine stops promptly instead of deadlocking.
+	// so a transfer in another goroutine stops promptly instead of deadlocking. It is
+	// life (a *fileLife), which also ends while the deadline has passed (SetDeadline).
 	ctx       context.Context
 	cancel    context.CancelFunc
+	life      *fileLife
 	closeOnce sync.Once
 
 	// hmu orders requests that name the handle against Close: every send holds it
@@ -47,7 +49,8 @@ type File struct {
 	ra     *readStream // read-ahead of sequential Read; nil when there is none
 }
 
-// Open opens the named file for reading.
+// Open opens the named file for reading. ctx bounds only the open: the File's I/O is
+// bounded by File.SetDeadline and ended by Close, not by ctx.
 func (c *Client) Open(ctx context.Context, name string) (*File, error) {
 	return c.OpenFile(ctx, name, os.O_RDONLY, 0)
 }
@@ -60,7 +63,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 }
 
 // OpenFile opens the named file with os.O_* flags; perm is used when the file is
-// created.
+// created. As with Open, ctx bounds only the open.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.main, name, flag, perm)
 	if err != nil {
@@ -123,14 +126,15 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 
 func (c *Client) newFile(cn *conn, name, handle string) *File {
 	f := &File{c: c, cn: cn, name: name, handle: handle}
-	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.life = newFileLife()
+	f.ctx, f.cancel = f.life, f.life.cancel
 	return f
 }
 
 // Name returns the name the file was opened with.
 func (f *File) Name() string { return f.name }
 
-func (f *File) err(op string, err error) error { return pathErr(op, f.name, err) }
+func (f *File) err(op string, err error) error { return pathErr(op, f.name, f.life.explain(err)) }
 
 // closedErr is what a File's methods return after Close.
 func (f *File) closedErr(op string) error { return f.err(op, fs.ErrClosed) }
@@ -164,7 +168,7 @@ func (f *File) Close() error {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	return f.err("close", f.c.closeHandleCtx(context.Background(), f.cn, f.handle))
+	return f.err("close", f.c.closeHandleWait(context.Background(), f.cn, f.handle))
 }
 
 // send sends a request that names this file's handle (or a sibling's on cn) unless
@@ -259,10 +263,11 @@ func (f *File) Chmod(mode fs.FileMode) error {
 
 // Chown changes the numeric uid and gid of the file.
 func (f *File) Chown(uid, gid int) error {
-	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
-		return f.err("chown", syscall.EINVAL)
+	a, err := ownerAttrs(uid, gid)
+	if err != nil {
+		return f.err("chown", err)
 	}
-	return f.err("chown", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}))
+	return f.err("chown", f.setstat(a))
 }
 
 // Chtimes changes the access and modification times of the file.

@@ -14,26 +14,45 @@ import (
 
 // FS returns a read-only view of the server's file system as an fs.FS, rooted at the
 // server's start directory: the name "a/b" is the remote path "a/b" relative to it,
-// and "." is the start directory itself. The result also implements fs.StatFS,
-// fs.ReadDirFS, fs.ReadFileFS, fs.ReadLinkFS and fs.SubFS.
+// and "." is the start directory itself. It is DirFS(""); see DirFS for what the view
+// implements and how it behaves.
+func (c *Client) FS() fs.FS { return &remoteFS{c: c} }
+
+// DirFS returns a read-only view of the remote directory root as an fs.FS: the name
+// "a/b" is the remote path root+"/a/b", and "." is root itself. root may be absolute
+// ("/srv") or relative to the start directory; "" is the start directory. Like
+// os.DirFS it does not check that root exists: calls on the result fail instead. The
+// result also implements fs.StatFS, fs.ReadDirFS, fs.ReadFileFS, fs.ReadLinkFS and
+// fs.SubFS, so fs.WalkDir, fs.Glob, fs.Sub and os.CopyFS work on it.
 //
 // fs.FS methods take no context, so every call runs under context.Background(): it
 // ends when the server answers or the Client is closed, never earlier. Use the
-// Client's own methods where a call must be bounded.
+// Client's own methods (ReadDir, WalkDir, Glob, Open) where a call must be bounded.
 //
 // Errors are *fs.PathError carrying the fs name, not the remote path. As with
 // os.DirFS, symbolic links are followed wherever the server follows them, so the view
-// is no barrier against links that lead out of it. Opening a named pipe fails with
-// an error matching errors.ErrUnsupported: the server would block in open(2) until a
-// writer appeared, stalling every request of the session meanwhile.
-func (c *Client) FS() fs.FS { return &remoteFS{c: c} }
+// is no barrier against links that lead out of it. Directory listings come from the
+// same reader as Client.ReadDir: a name from the server that is not one plain name
+// (empty, or containing "/" or NUL) fails the listing with ErrInvalidEntryName, and a
+// whole listing is bounded by MaxReadDirEntries; an open directory's ReadDir(n) with
+// n > 0 streams, in the server's order. Opening a named pipe fails with an error
+// matching errors.ErrUnsupported: the server would block in open(2) until a writer
+// appeared, stalling every request of the session meanwhile.
+func (c *Client) DirFS(root string) fs.FS {
+	if trimmed := strings.TrimRight(root, "/"); trimmed != "" || root == "" {
+		root = trimmed
+	} else {
+		root = "/"
+	}
+	return &remoteFS{c: c, root: root}
+}
 
-// remoteFS names remote files relative to the start directory instead of resolving it
-// to an absolute path: the server resolves relative paths against it anyway, and this
-// costs no round trip and survives a start directory that cannot be resolved.
+// remoteFS names remote files relative to root. The start directory ("") is not
+// resolved to an absolute path: the server resolves relative paths against it anyway,
+// and this costs no round trip and survives a start directory that cannot be resolved.
 type remoteFS struct {
 	c    *Client
-	root string // "" for the start directory, else a valid fs name below it
+	root string // a remote path; "" for the start directory
 }
 
 var (
@@ -56,20 +75,20 @@ func (f *remoteFS) remote(op, name string) (string, error) {
 	if !fs.ValidPath(name) {
 		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	p := name
 	switch {
 	case f.root == "":
+		// A leading "~" is a plain character in an fs name, but some servers expand
+		// it as a home directory; "./" keeps it literal everywhere.
+		if strings.HasPrefix(name, "~") {
+			return "./" + name, nil
+		}
+		return name, nil
 	case name == ".":
-		p = f.root
-	default:
-		p = f.root + "/" + name
+		return f.root, nil
+	case f.root == "/":
+		return "/" + name, nil
 	}
-	// A leading "~" is a plain character in an fs name, but some servers expand it
-	// as a home directory; "./" keeps it literal everywhere.
-	if strings.HasPrefix(p, "~") {
-		p = "./" + p
-	}
-	return p, nil
+	return f.root + "/" + name, nil
 }
 
 // relabel turns an error from a Client call on a remote path into one about the fs
@@ -189,15 +208,12 @@ func (f *remoteFS) ReadFile(name string) ([]byte, error) {
 // Sub returns the view of the subtree at dir. Like os.DirFS it does not check that dir
 // exists: calls on the result fail instead.
 func (f *remoteFS) Sub(dir string) (fs.FS, error) {
-	if !fs.ValidPath(dir) {
-		return nil, &fs.PathError{Op: "sub", Path: dir, Err: fs.ErrInvalid}
-	}
 	if dir == "." {
 		return f, nil
 	}
-	root := dir
-	if f.root != "" {
-		root = f.root + "/" + dir
+	root, err := f.remote("sub", dir)
+	if err != nil {
+		return nil, err
 	}
 	return &remoteFS{c: f.c, root: root}, nil
 }
@@ -245,18 +261,16 @@ func (f *fsFile) WriteTo(w io.Writer) (int64, error) {
 
 func (f *fsFile) Close() error { return f.err(f.f.Close()) }
 
-// fsDir is an open directory of a remoteFS. It holds no handle: the first ReadDir
-// lists the whole directory (OPENDIR, READDIRs, CLOSE) so that entries come sorted,
-// and later calls hand out the rest of that listing.
+// fsDir is an open directory of a remoteFS. Open costs no handle: the first ReadDir
+// opens one (a Dir), and later calls read on from it, a page at a time.
 type fsDir struct {
 	c      *Client
 	name   string
 	remote string
 
-	mu      sync.Mutex
-	listed  bool
-	entries []fs.DirEntry // not yet returned
-	closed  bool
+	mu     sync.Mutex
+	dir    *Dir // nil until the first ReadDir
+	closed bool
 }
 
 func (d *fsDir) Stat() (fs.FileInfo, error) {
@@ -274,43 +288,55 @@ func (d *fsDir) Read([]byte) (int, error) {
 	return 0, &fs.PathError{Op: "read", Path: d.name, Err: syscall.EISDIR}
 }
 
-// ReadDir returns the next n entries in name order, or all that remain when n <= 0.
-// With n > 0 it returns io.EOF once none remain; with n <= 0, an empty slice and nil.
+// ReadDir returns the next n entries in the server's order, or all that remain when
+// n <= 0 (bounded by MaxReadDirEntries). With n > 0 it returns io.EOF once none
+// remain; with n <= 0, an empty slice and nil.
 func (d *fsDir) ReadDir(n int) ([]fs.DirEntry, error) {
+	dir, err := d.open()
+	if err != nil {
+		return nil, err
+	}
+	// Read outside mu, so that Close can interrupt the read.
+	entries, err := dir.ReadDir(n)
+	if err == io.EOF {
+		return entries, err
+	}
+	if n <= 0 && entries == nil && err == nil {
+		entries = []fs.DirEntry{}
+	}
+	return entries, relabel("readdir", d.name, err)
+}
+
+// open returns the directory's Dir, opening it on first use.
+func (d *fsDir) open() (*Dir, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, &fs.PathError{Op: "readdir", Path: d.name, Err: fs.ErrClosed}
 	}
-	if !d.listed {
-		entries, err := d.c.ReadDir(context.Background(), d.remote)
+	if d.dir == nil {
+		dir, err := d.c.openDir(context.Background(), d.remote)
 		if err != nil {
 			return nil, relabel("readdir", d.name, err)
 		}
-		d.entries, d.listed = entries, true
+		d.dir = dir
 	}
-	if n <= 0 {
-		out := d.entries
-		d.entries = nil
-		return out, nil
-	}
-	if len(d.entries) == 0 {
-		return nil, io.EOF
-	}
-	n = min(n, len(d.entries))
-	out := d.entries[:n:n]
-	d.entries = d.entries[n:]
-	return out, nil
+	return d.dir, nil
 }
 
-// Close forgets the listing. A second Close returns an error matching fs.ErrClosed,
-// as os.File does.
+// Close closes the directory handle, if one was opened, ending a ReadDir in progress.
+// A second Close returns an error matching fs.ErrClosed, as os.File does.
 func (d *fsDir) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed {
+		d.mu.Unlock()
 		return &fs.PathError{Op: "close", Path: d.name, Err: fs.ErrClosed}
 	}
-	d.closed, d.entries = true, nil
-	return nil
+	d.closed = true
+	dir := d.dir
+	d.mu.Unlock()
+	if dir == nil {
+		return nil
+	}
+	return relabel("close", d.name, dir.Close())
 }

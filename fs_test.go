@@ -388,7 +388,8 @@ func TestFSDirFile(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	require.Equal(t, []string{"a.txt", "big.bin", "dir", "dirlink", "empty.txt", "emptydir", "link-abs", "~tilde.txt"}, names)
+	// An open directory streams in the server's order, as os.File's ReadDir does.
+	require.ElementsMatch(t, []string{"a.txt", "big.bin", "dir", "dirlink", "empty.txt", "emptydir", "link-abs", "~tilde.txt"}, names)
 
 	rest, err := d.ReadDir(-1)
 	require.NoError(t, err)
@@ -409,11 +410,11 @@ func TestFSDirFile(t *testing.T) {
 	d = f.(fs.ReadDirFile)
 	first, err := d.ReadDir(1)
 	require.NoError(t, err)
-	require.Equal(t, "mid.bin", first[0].Name())
+	require.Len(t, first, 1)
 	rest, err = d.ReadDir(0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"nested", "rel"}, []string{rest[0].Name(), rest[1].Name()})
 	require.Len(t, rest, 2)
+	require.ElementsMatch(t, []string{"mid.bin", "nested", "rel"}, []string{first[0].Name(), rest[0].Name(), rest[1].Name()})
 	require.NoError(t, d.Close())
 
 	// The directory vanishing between Open and ReadDir is reported by ReadDir.
@@ -481,7 +482,7 @@ func TestFSRegularFile(t *testing.T) {
 
 func TestFSNamedPipe(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	mkfifo(t, filepath.Join(dir, "fifo"), 0o644)
 	fsys := fsTestClient(t, dir).FS()
 
 	// Each of these would hang the server if it sent an OPEN. Should one do so, the

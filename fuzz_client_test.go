@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -164,6 +166,13 @@ func runScripted(t *testing.T, stream []byte, deadline time.Duration) scriptedRe
 	case <-time.After(tsWait):
 		t.Fatalf("Client.Close or the peer did not finish within %v", tsWait)
 	}
+	// A reply that breaks the protocol closes the channel: whichever call met it, and
+	// whichever check fired, its error must say so the way every later call's does.
+	for i, err := range []error{res.statErr, res.openErr, res.readAtErr, res.writeToErr, res.closeErr, res.readDirErr} {
+		if errors.As(err, new(*ProtocolError)) && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("call %d: a *ProtocolError that does not match net.ErrClosed: %v", i, err)
+		}
+	}
 	return res
 }
 
@@ -270,6 +279,8 @@ func scriptedSeeds() [][]byte {
 		append(scriptedAttrs(1, 5), append(scriptedHandle(2, "h"), scriptedStatus(3, sshfx.StatusEOF)...)...),
 		append(append(scriptedAttrs(1, 5), scriptedStatus(2, sshfx.StatusNoSuchFile)...), append(scriptedHandle(3, "d"), hugeName...)...),
 		scriptedPacket(sshfx.TypeStatus, 1, []byte{0, 0, 0, 4}), // bare code, as old servers send
+		// STATUS OK to a READ (rclone on a read-write handle): that call fails alone.
+		append(scriptedAttrs(1, 5), append(scriptedHandle(2, "h"), scriptedStatus(3, sshfx.StatusOK)...)...),
 		scriptedPacket(sshfx.TypeData, 1, nil),
 		{0, 0, 0, 0},
 	}

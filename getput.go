@@ -33,6 +33,9 @@ type transferOptions struct {
 	fsync     bool
 	parallel  int
 	progress  func(Progress)
+	limits    walkLimits // of a recursive Get's listing; tests lower them
+
+	skipUnchanged bool
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -42,10 +45,18 @@ type TransferOption func(*transferOptions) error
 // Recursive lets Get and Put copy a directory and everything below it. Directories are
 // created first; then files move with up to Parallel of them in flight. Symbolic links
 // inside the tree are recreated as links with the same target, not followed (like
-// cp -r); a link given as the source itself is followed. Other special files (devices,
-// FIFOs, sockets) are skipped, and so are files named *.sluice-part, which are this
-// package's own unfinished transfers. A remote directory entry whose name could escape
-// the destination (containing a slash, or "." or "..") fails the Get.
+// cp -r, or rsync -l); a link given as the source itself is followed. Other special
+// files (devices, FIFOs, sockets) are skipped, and so are entries named *.sluice-part,
+// which are this package's own unfinished transfers.
+//
+// Nothing is ever written through a link in the destination, whether this call made
+// it or an earlier one did: a file replaces a link at its name, and a link where the
+// tree has a directory fails the call rather than being followed. A Get writes nowhere
+// outside its local destination (see the trust model in the README): it refuses a
+// remote entry whose name could escape it (containing a slash, or "." or ".."), a
+// directory listing one name twice, directories nested more than 64 levels deep (as
+// OpenSSH's client does), and a tree of more than 1,048,576 entries or 256 MiB of path
+// names, which it lists whole before copying.
 //
 // Without Recursive a directory source is an error.
 func Recursive() TransferOption {
@@ -58,14 +69,17 @@ func Recursive() TransferOption {
 // hold the source's first bytes and the transfer continues from its size. Only the part
 // file counts: a destination already present under its final name is copied again and
 // replaced. Nothing compares content, so a part file left by a different source gives a
-// wrong result; a part file larger than the source is an error.
+// wrong result; a part file larger than the source, or one that is not a regular file
+// (a link, say: it is never followed), is an error.
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
 
-// Preserve gives each copied file and directory its source's permission bits (with
-// setuid, setgid and sticky) and its access and modification times, in whole seconds
-// (all SFTP v3 carries). Symbolic links keep the times of their creation.
+// Preserve gives each copied file and directory its source's permission bits and its
+// access and modification times, in whole seconds (all SFTP v3 carries). Setuid, setgid
+// and sticky bits are not copied, as by OpenSSH's client: a server must not be able to
+// hand the caller a setuid program, nor the caller's files become one on the server.
+// Symbolic links keep the times of their creation.
 //
 // Without Preserve, a new file gets its source's permission bits plus owner write
 // (so that Resume can reopen it), less the umask where it is created; a new directory
@@ -110,18 +124,24 @@ func OnProgress(fn func(Progress)) TransferOption {
 	}
 }
 
-// transfer is one Get or Put call.
-type transfer struct {
-	c   *Client
-	o   transferOptions
-	rep *reporter
+// getPutCall is the state of one Get or Put call.
+type getPutCall struct {
+	c *Client
+	// ctx is the caller's. Work a failure elsewhere in a tree stops is given a context
+	// of its own, which says when to stop; ctx bounds the waits that clean up after it
+	// (an OPEN's reply, the CLOSE of its handle), so the call returns only once the
+	// handles it opened are closed, or once ctx ends.
+	ctx   context.Context
+	o     transferOptions
+	rep   *reporter
+	local *localDest // Get: where every local write goes
 	// share is how many files move side by side: each file's transfer keeps that
 	// share of the window (File.share), so a tree's memory stays bounded.
 	share int
 }
 
-func (c *Client) newTransfer(opts []TransferOption) (*transfer, error) {
-	t := &transfer{c: c, o: transferOptions{parallel: defaultParallel}}
+func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
+	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{parallel: defaultParallel, limits: defaultWalkLimits}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -149,11 +169,16 @@ var (
 // into place only once complete, so an existing file is replaced whole or not at all.
 // On failure a part file holding data stays for Resume; one with none is removed.
 //
-// When ctx ends, transfers in flight stop promptly, their remote handles are closed,
-// and Get returns an error matching ctx.Err(). With Recursive, the first failure stops
-// the rest the same way and is returned.
+// Every local write goes through an os.Root opened on the directory that receives the
+// copy, so no name or link the server sends resolves outside it (see Recursive).
+//
+// When ctx ends, transfers in flight stop and Get returns promptly with an error
+// matching ctx.Err(): it waits for the server no longer. The CLOSEs of its remote
+// handles are sent and complete in the background (Client.Close waits for them). With
+// Recursive, the first failure stops the rest and is returned once the handles they
+// opened are closed, waiting for that no longer than ctx allows.
 func (c *Client) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
-	t, err := c.newTransfer(opts)
+	t, err := c.newCall(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -161,21 +186,23 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if err != nil {
 		return err
 	}
-	dst := local
-	if lfi, err := os.Stat(local); err == nil && lfi.IsDir() {
-		dst = filepath.Join(local, path.Base(remote))
+	tree := fi.IsDir()
+	if tree && !t.o.recursive {
+		return pathErr("get", remote, errNeedRecursive)
 	}
-	if fi.IsDir() {
-		if !t.o.recursive {
-			return pathErr("get", remote, errNeedRecursive)
-		}
-		return t.getTree(ctx, remote, dst, fi)
-	}
-	if !fi.Mode().IsRegular() {
+	if !tree && !fi.Mode().IsRegular() {
 		return pathErr("get", remote, errNotRegular)
 	}
+	perm := dirPerm(fi.Mode(), remoteHasPerm(fi))
+	if t.local, err = openLocalDest(remote, local, tree, perm); err != nil {
+		return pathErr("get", remote, err)
+	}
+	defer t.local.close()
+	if tree {
+		return t.getTree(ctx, remote, t.local.name, fi)
+	}
 	t.rep.plan(1, remoteSize(fi))
-	return pathErr("get", remote, t.getFile(ctx, remote, dst, fi))
+	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
 }
 
 // Put copies the local file or, with Recursive, directory to remote. When remote is an
@@ -188,7 +215,7 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 //
 // Cancellation and failures behave as for Get.
 func (c *Client) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {
-	t, err := c.newTransfer(opts)
+	t, err := c.newCall(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -248,40 +275,47 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// openRemote opens a remote file for a transfer. A cancelled OPEN is safe: the
-// connection closes a handle whose reply arrives after its waiter gave up.
-func (t *transfer) openRemote(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
-	if err := ctx.Err(); err != nil {
+// openRemote opens a remote file for a transfer that stop may end. The OPEN itself
+// waits under the call's ctx, not stop: an OPEN given up on leaves its handle to be
+// closed in the background, after Get or Put returned. So a tree whose first failure
+// ends stop still collects every OPEN in flight and closes its handle before returning.
+func (t *getPutCall) openRemote(stop context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
+	if err := stop.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
-	f, err := t.c.OpenFile(ctx, name, flag, perm)
+	f, err := t.c.OpenFile(t.ctx, name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
 	f.share = t.share
-	if err := ctx.Err(); err != nil {
-		f.Close()
+	if err := stop.Err(); err != nil {
+		closeWithin(t.ctx, f)
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
 	return f, nil
 }
 
-// getFile copies the remote regular file src, described by fi, to the local path dst.
-func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+// getFile copies the remote regular file src, described by fi, to dst, a name in the
+// local destination's root.
+func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
+	if t.o.skipUnchanged && t.local.unchangedLocal(dst, fi) {
+		t.rep.skip(src, dst, size)
+		return nil
+	}
 	part := dst + partSuffix
 	var off int64
-	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	var resumed fs.FileInfo // the part file to continue, if any
 	if t.o.resume {
-		pfi, serr := os.Lstat(part)
+		pfi, serr := t.local.lstat(part)
 		switch {
 		case serr == nil && !pfi.Mode().IsRegular():
-			return pathErr("resume", part, errNotRegular)
+			return pathErr("resume", t.local.path(part), errNotRegular)
 		case serr == nil:
 			if off = pfi.Size(); size >= 0 && off > size {
-				return partTooLong(part, off, size)
+				return partTooLong(t.local.path(part), off, size)
 			}
-			flag = os.O_WRONLY
+			resumed = pfi
 		case !errors.Is(serr, fs.ErrNotExist):
 			return serr
 		}
@@ -290,12 +324,17 @@ func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo)
 	if err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(part, flag, createPerm(fi.Mode(), remoteHasPerm(fi)))
+	var lf *os.File
+	if resumed != nil {
+		lf, err = t.local.reopenPart(part, resumed)
+	} else {
+		lf, err = t.local.createPart(part, createPerm(fi.Mode(), remoteHasPerm(fi)))
+	}
 	if err != nil {
-		f.Close()
+		closeWithin(t.ctx, f)
 		return err
 	}
-	p := t.rep.start(src, dst, off, size)
+	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
 
 	var n int64
@@ -308,7 +347,7 @@ func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo)
 	stop()
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
 	// that matters to data already received.
-	f.Close()
+	closeWithin(t.ctx, f)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -318,11 +357,11 @@ func (t *transfer) getFile(ctx context.Context, src, dst string, fi fs.FileInfo)
 	if err != nil {
 		lf.Close()
 		if off == 0 && n == 0 {
-			os.Remove(part)
+			t.local.remove(part)
 		}
 		return stopped(ctx, err)
 	}
-	return os.Rename(part, dst)
+	return t.local.rename(part, dst)
 }
 
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
@@ -351,13 +390,13 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 }
 
 // finishLocal sets the metadata of a complete local part file, syncs and closes it.
-func (t *transfer) finishLocal(lf *os.File, part string, fi fs.FileInfo) error {
+func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error {
 	if t.o.preserve {
 		if err := lf.Chmod(fi.Mode() & modeBits); err != nil {
 			return err
 		}
 		if at, mt, ok := remoteTimes(fi); ok {
-			if err := os.Chtimes(part, at, mt); err != nil {
+			if err := t.local.chtimes(part, at, mt); err != nil {
 				return err
 			}
 		}
@@ -371,7 +410,11 @@ func (t *transfer) finishLocal(lf *os.File, part string, fi fs.FileInfo) error {
 }
 
 // putFile copies the local regular file src, described by fi, to the remote path dst.
-func (t *transfer) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+		t.rep.skip(src, dst, fi.Size())
+		return nil
+	}
 	lf, err := os.Open(src)
 	if err != nil {
 		return err
@@ -399,8 +442,7 @@ func (t *transfer) putFile(ctx context.Context, src, dst string, fi fs.FileInfo)
 		}
 	}
 	if f == nil {
-		flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		if f, err = t.openRemote(ctx, part, flag, createPerm(fi.Mode(), true)); err != nil {
+		if f, err = t.createRemotePart(ctx, part, createPerm(fi.Mode(), true)); err != nil {
 			return err
 		}
 	}
@@ -412,25 +454,63 @@ func (t *transfer) putFile(ctx context.Context, src, dst string, fi fs.FileInfo)
 		err = t.sendFile(ctx, f, lf, fi, off, p, &n)
 	}
 	stop()
-	if cerr := f.Close(); err == nil {
-		// The server may report a failed write only now, when the file is closed.
+	// The server may report a failed write only now, when the file is closed. After
+	// a failure the part is cut to what was acknowledged, once the close is done (see
+	// keepPart). Both are waited for only while the call's ctx lasts; then they finish
+	// in the background, in that order.
+	failed, acked := err != nil, off+n
+	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+		cerr := f.Close()
+		if failed || cerr != nil {
+			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		}
+		return cerr
+	})
+	if !ok {
+		cerr = f.err("close", cerr)
+	}
+	if err == nil {
 		err = cerr
 	}
 	if err != nil {
-		t.keepPart(ctx, part, off+n)
 		return stopped(ctx, err)
 	}
 	return t.c.Rename(ctx, part, dst)
+}
+
+// createRemotePart creates a part file for an upload. It is created exclusively, so
+// that a link someone left under the part name is never written through; one already
+// there (a file an earlier attempt left, or such a link) is removed and the create
+// tried once more. That costs round trips only when the name is taken.
+func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.FileMode) (*File, error) {
+	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	f, err := t.openRemote(ctx, part, flag, perm)
+	if err == nil || ctx.Err() != nil {
+		return f, err
+	}
+	// Servers report an existing name with a generic failure, so ask. Only a file or
+	// a link is removed; anything else at the part name stops the upload.
+	fi, lerr := t.c.Lstat(ctx, part)
+	switch {
+	case errors.Is(lerr, fs.ErrNotExist):
+		// Nothing there, yet the exclusive create failed: a server that does not
+		// do EXCL, or a failure the plain create will report again.
+		return t.openRemote(ctx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	case lerr != nil || fi.IsDir():
+		return nil, err
+	}
+	if rerr := t.c.Remove(ctx, part); rerr != nil {
+		return nil, err
+	}
+	return t.openRemote(ctx, part, flag, perm)
 }
 
 // keepPart leaves a failed upload's part file holding exactly its acknowledged
 // prefix, or removes it when that is empty. WRITEs given up on may still have landed,
 // out of order across striped channels, leaving a hole before data that Resume would
 // take as sent; the handle's close has let every such WRITE land, so cutting the file
-// now keeps only what is known to be there. Best effort, and done even when ctx has
-// ended: each is one round trip.
-func (t *transfer) keepPart(ctx context.Context, part string, acked int64) {
-	ctx = context.WithoutCancel(ctx)
+// now keeps only what is known to be there. Best effort.
+func (t *getPutCall) keepPart(ctx context.Context, part string, acked int64) {
 	if acked == 0 {
 		t.c.Remove(ctx, part)
 		return
@@ -440,7 +520,7 @@ func (t *transfer) keepPart(ctx context.Context, part string, acked int64) {
 
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
 // the bytes the server acknowledged.
-func (t *transfer) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return err
@@ -485,7 +565,7 @@ func preserveAttrs(mode fs.FileMode, atime, mtime time.Time) (*sshfx.Attrs, erro
 		return nil, err
 	}
 	a.Flags |= sshfx.AttrPermissions
-	a.Permissions = toUnixPerm(mode)
+	a.Permissions = toUnixPerm(mode & modeBits)
 	return a, nil
 }
 
@@ -499,8 +579,10 @@ func partTooLong(part string, have, size int64) error {
 	return pathErr("resume", part, fmt.Errorf("sftp: part file has %d bytes, more than the %d-byte source", have, size))
 }
 
-// modeBits is what Preserve copies of a mode.
-const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+// modeBits is what Preserve copies of a mode: the permission bits only. Setuid,
+// setgid and sticky are dropped, as OpenSSH's client drops them: a copy must not turn
+// into a program that runs as the person who fetched it.
+const modeBits = fs.ModePerm
 
 // createPerm is the mode a new file is created with: the source's permission bits,
 // plus owner write so that Resume can reopen the part file.

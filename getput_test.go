@@ -118,6 +118,20 @@ func serverFDs(t *testing.T, pid int) []string {
 	return fds
 }
 
+// settle waits until the clean-up a cancelled call left in the background (the CLOSEs
+// and part-file cuts it stopped waiting for once its ctx ended) is done at the server.
+// A round trip first: replies come in order, so every HANDLE that was still due has
+// been read, and its CLOSE queued, by the time its answer is. Then the queued work is
+// waited for, and one more round trip lets a CLOSE sent without waiting land.
+func settle(t *testing.T, c *Client) {
+	t.Helper()
+	_, err := c.Stat(gpCtx(t), "/")
+	require.NoError(t, err)
+	c.main.bg.Wait()
+	_, err = c.Stat(gpCtx(t), "/")
+	require.NoError(t, err)
+}
+
 // listTree describes every entry under root by its relative path: kind and content
 // for files, target for links.
 func listTree(t *testing.T, root string) map[string]string {
@@ -278,6 +292,32 @@ func TestGetPutIntoDirectory(t *testing.T) {
 	require.Equal(t, data, gpRead(t, filepath.Join(local, "rel-back.txt")))
 }
 
+// TestGetLocalNames: where a Get puts its copy, now that local writes go through a
+// root on the directory that receives it.
+func TestGetLocalNames(t *testing.T) {
+	serveDir := t.TempDir()
+	c, _ := getPutClient(t, serveDir)
+	ctx := gpCtx(t)
+	local, _ := gpDirs(t)
+	gpWrite(t, filepath.Join(serveDir, "tree", "f"), []byte("f"))
+	want := listTree(t, filepath.Join(serveDir, "tree"))
+
+	// A trailing slash on a new name still names the copy itself.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "new")+"/", Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(local, "new")))
+	// Missing parents of a tree's copy are made.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "a", "b", "c"), Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(local, "a", "b", "c")))
+	// A remote path with no base name ("." here) copies into the existing directory.
+	into := filepath.Join(local, "into")
+	require.NoError(t, os.Mkdir(into, 0o755))
+	require.NoError(t, c.Get(ctx, ".", into, Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
+	// A single file's copy needs its parent, and an empty local name is refused.
+	require.Error(t, c.Get(ctx, "tree/f", filepath.Join(local, "missing", "f")))
+	require.Error(t, c.Get(ctx, "tree/f", ""))
+}
+
 func TestGetPutDirectoryNeedsRecursive(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
 	ctx := gpCtx(t)
@@ -353,15 +393,14 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 
 func TestKeepPart(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
 	_, remote := gpDirs(t)
-	tr, err := c.newTransfer(nil)
+	tr, err := c.newCall(gpCtx(t), nil)
 	require.NoError(t, err)
 	part := filepath.Join(remote, ".p"+partSuffix)
 	gpWrite(t, part, gpData(1000, 14))
-	tr.keepPart(ctx, part, 300)
+	tr.keepPart(gpCtx(t), part, 300)
 	require.Equal(t, gpData(1000, 14)[:300], gpRead(t, part))
-	tr.keepPart(ctx, part, 0)
+	tr.keepPart(gpCtx(t), part, 0)
 	require.NoFileExists(t, part)
 }
 
@@ -543,6 +582,7 @@ func TestGetPutAtomic(t *testing.T) {
 		}))
 		require.ErrorIs(t, err, context.Canceled)
 		require.Equal(t, old, gpRead(t, dst))
+		settle(t, c)
 		require.Equal(t, before, serverFDs(t, pid))
 		// What the server acknowledged stays for Resume, and nothing past it: the
 		// part is a prefix of the source (none at all if nothing was acknowledged).
@@ -577,6 +617,7 @@ func TestGetPutAtomic(t *testing.T) {
 		cctx, opt := cancelAtStart()
 		require.ErrorIs(t, c.Put(cctx, src, dst, opt), context.Canceled)
 		require.Equal(t, old, gpRead(t, dst))
+		settle(t, c)
 		require.NoFileExists(t, filepath.Join(remote, ".early"+partSuffix))
 
 		gdst := filepath.Join(local, "early")
@@ -585,6 +626,7 @@ func TestGetPutAtomic(t *testing.T) {
 		require.ErrorIs(t, c.Get(cctx, filepath.Join(remote, "g"), gdst, opt), context.Canceled)
 		require.Equal(t, old, gpRead(t, gdst))
 		require.NoFileExists(t, gdst+partSuffix)
+		settle(t, c)
 		require.Equal(t, before, serverFDs(t, pid))
 	})
 }
@@ -633,7 +675,9 @@ func TestGetPutCancel(t *testing.T) {
 			cctx, opt := cancelAfter(ctx, 2<<20)
 			err := tc.run(cctx, opt)
 			require.ErrorIs(t, err, context.Canceled)
-			// Every handle the call opened is closed by the time it returns.
+			// The call returned without waiting for the server once ctx ended, but
+			// every handle it opened is closed once the CLOSEs it sent are answered.
+			settle(t, c)
 			require.Equal(t, before, serverFDs(t, pid))
 		})
 	}

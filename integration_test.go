@@ -96,7 +96,7 @@ func TestIntegrationStatLstat(t *testing.T) {
 	require.Equal(t, fs.ModeDir|0o750, fi.Mode())
 
 	// A FIFO keeps its type: neither a regular file nor a directory.
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "p"), 0o600))
+	mkfifo(t, filepath.Join(dir, "p"), 0o600)
 	fi, err = c.Lstat(ctx, "p")
 	require.NoError(t, err)
 	require.Equal(t, fs.ModeNamedPipe, fi.Mode().Type())
@@ -119,7 +119,7 @@ func TestIntegrationReadDir(t *testing.T) {
 	}
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
 	require.NoError(t, os.Symlink("sub", filepath.Join(dir, "link")))
-	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o600))
+	mkfifo(t, filepath.Join(dir, "pipe"), 0o600)
 
 	want, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -536,15 +536,14 @@ func TestIntegrationStatVFS(t *testing.T) {
 
 	s, err := c.StatVFS(ctx, ".")
 	require.NoError(t, err)
-	var st syscall.Statfs_t
-	require.NoError(t, syscall.Statfs(dir, &st))
-	require.Equal(t, uint64(st.Bsize), s.BlockSize)
+	st := localStatfs(t, dir)
+	require.Equal(t, st.Bsize, s.BlockSize)
 	require.Equal(t, st.Blocks, s.Blocks)
 	require.Equal(t, st.Files, s.Files)
-	require.Equal(t, uint64(st.Namelen), s.NameMax)
-	frsize := uint64(st.Frsize)
+	require.Equal(t, st.Namelen, s.NameMax)
+	frsize := st.Frsize
 	if frsize == 0 {
-		frsize = uint64(st.Bsize)
+		frsize = st.Bsize
 	}
 	require.Equal(t, frsize, s.FragmentSize)
 	require.Equal(t, frsize*st.Blocks, s.TotalSpace())

@@ -132,7 +132,7 @@ func (ls *lanes) finish() error {
 		}
 	}
 	var first error
-	waiting := make(map[uint32]bool, len(ls.all))
+	waiting := make(map[uint32]*conn, len(ls.all))
 	for _, l := range ls.all {
 		if !l.sibling || l.cn.failed() != nil {
 			continue
@@ -142,18 +142,18 @@ func (ls *lanes) finish() error {
 			first = firstErr(first, err)
 			continue
 		}
-		waiting[id] = true
+		waiting[id] = l.cn
 	}
 	// Match replies by id: a reply a dying channel had already handed over may still
 	// turn up here, and must not be taken for a CLOSE's.
 	for len(waiting) > 0 {
 		r := <-ls.ch
-		if waiting[r.id] {
+		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
 			if r.err != nil {
 				first = firstErr(first, r.err)
 			} else {
-				first = firstErr(first, expectStatus("CLOSE", &r))
+				first = firstErr(first, cn.check(expectStatus("CLOSE", &r)))
 			}
 		}
 		r.release()

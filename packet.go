@@ -107,11 +107,22 @@ func appendLsetstat(dst []byte, id uint32, path string, a *sshfx.Attrs) []byte {
 }
 
 // Reply decoders. Each takes a reply whose type and id the reader already consumed and
-// either returns the expected payload, the server's STATUS as an error, or a protocol
-// error (*ProtocolError) for anything malformed or of the wrong type.
+// returns the expected payload, the server's STATUS as an error, or a *ProtocolError.
+//
+// The line between the two kinds of error is OpenSSH's:
+//   - A STATUS, whatever its code (OK included), is a well-formed answer to one
+//     request. Where the request wanted something else it fails that request and
+//     nothing more: the channel and every other request carry on. rclone, for one,
+//     answers a READ on a handle opened read-write with STATUS OK.
+//   - Anything else that does not fit (a reply of another type, a body its fields do
+//     not fill exactly, DATA longer than its READ asked for) is a *ProtocolError.
+//     The caller hands it to conn.check, which closes the channel; the reader does
+//     the same for broken framing (a bad length, an unknown or repeated id).
 
 // ProtocolError reports a reply the client cannot accept. The channel it came on is
-// closed, because after a malformed packet nothing later on it can be trusted.
+// closed, because after a malformed packet nothing later on it can be trusted: the
+// error every call on that channel gets, the one that met the bad reply included,
+// matches both *ProtocolError (errors.As) and net.ErrClosed (errors.Is).
 type ProtocolError struct {
 	Op     string // what was being decoded
 	Reason error
@@ -157,34 +168,63 @@ func expectStatus(op string, r *response) error {
 	err := decodeStatus(r.body)
 	if err == io.EOF {
 		// EOF is not an answer to a request that only succeeds or fails.
-		return &StatusError{Code: StatusEOF, Message: "unexpected EOF status"}
+		return unexpectedStatus(StatusEOF, op)
 	}
 	return err
 }
 
-// otherReply turns a reply that is not the expected type into the server's error or a
-// protocol error.
+// otherReply is the error for a reply that is not of type want. A STATUS is the
+// server's answer to this one request whatever its code, so it fails the request
+// only: OK becomes a *StatusError (nothing was returned where data was due), as does
+// EOF except where it is a normal answer (DATA for a READ, NAME for a READDIR: there it
+// is io.EOF itself). Any other type is a *ProtocolError.
 func otherReply(op string, r *response, want sshfx.PacketType) error {
-	if r.typ == sshfx.TypeStatus {
-		err := decodeStatus(r.body)
-		if err == nil {
-			return protoErr(op, "got STATUS OK, want %v", want)
-		}
-		return err
+	if r.typ != sshfx.TypeStatus {
+		return protoErr(op, "got %v, want %v", r.typ, want)
 	}
-	return protoErr(op, "got %v, want %v", r.typ, want)
+	err := decodeStatus(r.body)
+	switch {
+	case err == nil:
+		return unexpectedStatus(StatusOK, op)
+	case err == io.EOF && want != sshfx.TypeData && want != sshfx.TypeName:
+		return unexpectedStatus(StatusEOF, op)
+	}
+	return err
 }
 
+// unexpectedStatus is the error for a well-formed STATUS whose code answers nothing
+// op asked: OK where data was due, EOF where no end can be reached.
+func unexpectedStatus(code StatusCode, op string) *StatusError {
+	return &StatusError{Code: code, Message: "unexpected " + code.String() + " status in reply to " + op}
+}
+
+// maxHandleLen is the longest handle the drafts allow a server to send.
+const maxHandleLen = 256
+
+// maxWriteHeader is the longest WRITE header: length, type, id, handle, offset and
+// data length. Data buffers keep packetSlack bytes in front of the payload for it.
+const maxWriteHeader = 4 + 1 + 4 + 4 + maxHandleLen + 8 + 4
+
+// A compile-time check that packetSlack holds the longest header: the constant
+// conversion fails to compile if it does not.
+const _ = uint(packetSlack - maxWriteHeader)
+
+// decodeHandle reads a HANDLE reply. A handle longer than the drafts allow is refused
+// as a protocol error, which fails the channel (the caller's check): every later
+// request would carry it, and buffers are sized for handles within the limit.
 func decodeHandle(op string, r *response) (string, error) {
 	if r.typ != sshfx.TypeHandle {
 		return "", otherReply(op, r, sshfx.TypeHandle)
 	}
 	d := sshfx.NewDecoder(r.body)
-	h := d.String()
+	h := d.Bytes()
 	if err := d.Done(); err != nil {
 		return "", &ProtocolError{Op: op, Reason: err}
 	}
-	return h, nil
+	if len(h) > maxHandleLen {
+		return "", protoErr(op, "handle of %d bytes, longer than the %d allowed", len(h), maxHandleLen)
+	}
+	return string(h), nil
 }
 
 // decodeData returns the payload of a DATA reply, aliasing r's buffer.
@@ -220,11 +260,6 @@ type nameEntry struct {
 // decodeName reads a NAME reply. A STATUS EOF comes back as io.EOF (end of READDIR).
 func decodeName(op string, r *response) ([]nameEntry, error) {
 	if r.typ != sshfx.TypeName {
-		if r.typ == sshfx.TypeStatus {
-			if err := decodeStatus(r.body); err != nil {
-				return nil, err
-			}
-		}
 		return nil, otherReply(op, r, sshfx.TypeName)
 	}
 	d := sshfx.NewDecoder(r.body)
@@ -253,7 +288,7 @@ func decodeName(op string, r *response) ([]nameEntry, error) {
 func decodeOneName(op string, r *response) (string, error) {
 	names, err := decodeName(op, r)
 	if err == io.EOF {
-		return "", &StatusError{Code: StatusEOF, Message: "unexpected EOF status"}
+		return "", unexpectedStatus(StatusEOF, op)
 	}
 	if err != nil {
 		return "", err

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,8 +17,9 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// Golden packets, written out by hand from the draft's layouts (sftp-protocol.md §1.2,
-// §1.3, §2): uint32 length, type byte, uint32 id (not for INIT), then the fields.
+// Golden packets, written out by hand from the draft's layouts and OpenSSH's PROTOCOL
+// (summarised in docs/protocol.md): uint32 length, type byte, uint32 id (not for INIT),
+// then the fields.
 // Request id 7 and handle "h1" throughout.
 var requestGoldens = []struct {
 	name string
@@ -416,12 +420,39 @@ func TestDecodeOtherReplies(t *testing.T) {
 	_, err = decodeName("READDIR", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x01"))
 	require.Same(t, io.EOF, err)
 
-	// STATUS OK is no answer to a request that returns data.
-	_, err = decodeAttrs("STAT", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x00"))
-	require.ErrorAs(t, err, &pe)
-	require.Contains(t, err.Error(), "got STATUS OK, want ATTRS")
-	_, err = decodeName("READDIR", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x00"))
-	require.ErrorAs(t, err, &pe)
+	// STATUS OK returns nothing where data was due, but it is a well-formed answer:
+	// the server's error for this request, never a protocol error (which would close
+	// the channel).
+	ok := "\x00\x00\x00\x00"
+	for name, decode := range map[string]func(*response) error{
+		"READ":    func(r *response) error { _, err := decodeData(r); return err },
+		"STAT":    func(r *response) error { _, err := decodeAttrs("STAT", r); return err },
+		"OPEN":    func(r *response) error { _, err := decodeHandle("OPEN", r); return err },
+		"READDIR": func(r *response) error { _, err := decodeName("READDIR", r); return err },
+		"REALPATH": func(r *response) error {
+			_, err := decodeOneName("REALPATH", r)
+			return err
+		},
+		"statvfs": func(r *response) error { _, err := decodeStatVFS(r); return err },
+	} {
+		err = decode(rawReply(sshfx.TypeStatus, ok))
+		require.ErrorIs(t, err, &StatusError{Code: StatusOK}, name)
+		require.NotErrorAs(t, err, &pe, name)
+		require.Equal(t, "sftp: unexpected OK status in reply to "+name+" (OK)", err.Error())
+	}
+	// EOF is an answer only to READ and READDIR; elsewhere it must not pass for the
+	// io.EOF callers compare with ==.
+	eof := "\x00\x00\x00\x01"
+	_, err = decodeAttrs("STAT", rawReply(sshfx.TypeStatus, eof))
+	require.NotErrorIs(t, err, io.EOF)
+	require.ErrorIs(t, err, &StatusError{Code: StatusEOF})
+	_, err = decodeHandle("OPEN", rawReply(sshfx.TypeStatus, eof))
+	require.NotErrorIs(t, err, io.EOF)
+	require.ErrorIs(t, err, &StatusError{Code: StatusEOF})
+	// Any other code, defined or not, is the server's error as it is.
+	_, err = decodeData(rawReply(sshfx.TypeStatus, "\x00\x00\x00\x63"))
+	require.ErrorIs(t, err, &StatusError{Code: StatusFailure}, "code 99 means FAILURE")
+	require.NotErrorAs(t, err, &pe)
 
 	// A malformed STATUS is still a protocol error through any decoder.
 	_, err = decodeHandle("OPEN", rawReply(sshfx.TypeStatus, "\x00\x00\x00\x02\x00\x00"))
@@ -492,4 +523,24 @@ func TestDecodeDataEmpty(t *testing.T) {
 	b, err := decodeData(rawReply(sshfx.TypeData, "\x00\x00\x00\x00"))
 	require.NoError(t, err)
 	require.Empty(t, b)
+}
+
+// TestOwnerAttrs: a chown's ids must fit 32 bits. The bound is checked at run time, so
+// it holds (and compiles) whether int has 32 or 64 bits.
+func TestOwnerAttrs(t *testing.T) {
+	a, err := ownerAttrs(65534, 0)
+	require.NoError(t, err)
+	require.Equal(t, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: 65534}, a)
+	for _, ids := range [][2]int{{-1, 0}, {0, -1}} {
+		_, err := ownerAttrs(ids[0], ids[1])
+		require.ErrorIs(t, err, syscall.EINVAL, "%v", ids)
+	}
+	if strconv.IntSize == 64 {
+		var tooBig int64 = math.MaxUint32 + 1
+		_, err := ownerAttrs(int(tooBig), 0)
+		require.ErrorIs(t, err, syscall.EINVAL)
+		a, err := ownerAttrs(0, int(tooBig-1))
+		require.NoError(t, err)
+		require.Equal(t, uint32(math.MaxUint32), a.GID)
+	}
 }

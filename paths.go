@@ -3,11 +3,11 @@ package sftp
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -73,57 +73,6 @@ func (c *Client) nameCall(ctx context.Context, op string, enc func(id uint32) []
 	return s, c.main.check(err)
 }
 
-// ReadDir reads the named directory and returns its entries sorted by name, without
-// "." and "..".
-func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
-	entries, err := c.readDir(ctx, c.main, name)
-	if err != nil {
-		return nil, pathErr("readdir", name, err)
-	}
-	out := make([]fs.DirEntry, len(entries))
-	for i, fi := range entries {
-		out[i] = fs.FileInfoToDirEntry(fi)
-	}
-	return out, nil
-}
-
-func (c *Client) readDir(ctx context.Context, cn *conn, name string) ([]fs.FileInfo, error) {
-	h, err := c.openHandle(ctx, cn, "opendir", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeOpendir, id, name)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []fs.FileInfo
-	for {
-		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeReaddir, id, h) })
-		if err != nil {
-			c.closeHandle(cn, h)
-			return nil, err
-		}
-		names, err := decodeName("READDIR", &r)
-		r.release()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			c.closeHandle(cn, h)
-			return nil, cn.check(err)
-		}
-		for _, e := range names {
-			if e.name == "." || e.name == ".." {
-				continue
-			}
-			out = append(out, newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname)))
-		}
-	}
-	if err := c.closeHandleCtx(ctx, cn, h); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
-	return out, nil
-}
-
 // openHandle sends OPEN or OPENDIR and returns the handle.
 func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(id uint32) []byte) (string, error) {
 	r, err := cn.roundTrip(ctx, enc)
@@ -135,7 +84,9 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 	return h, cn.check(err)
 }
 
-func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
+// closeHandleWait closes h and waits, while ctx lasts, for the server's answer, which
+// it returns.
+func (c *Client) closeHandleWait(ctx context.Context, cn *conn, h string) error {
 	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeClose, id, h) })
 	if err != nil {
 		return err
@@ -144,18 +95,34 @@ func (c *Client) closeHandleCtx(ctx context.Context, cn *conn, h string) error {
 	return cn.check(expectStatus("CLOSE", &r))
 }
 
-// closeHandle closes h on a path where an error is already being returned: the CLOSE
+// closeHandleBackground closes h on a path where an error is already being returned: the CLOSE
 // goes out, but nobody waits for its reply, so that return is not held up.
-func (c *Client) closeHandle(cn *conn, h string) {
+func (c *Client) closeHandleBackground(cn *conn, h string) {
 	cn.closeOrphanLater(h)
 }
 
-// Mkdir creates a directory with perm (before the server's umask).
+// Mkdir creates a directory with perm (before the server's umask). When name exists
+// already the error matches fs.ErrExist: SFTP v3 servers answer only FAILURE there,
+// so after a FAILURE Mkdir asks with Lstat, and reports what it learned together with
+// the server's *StatusError.
 func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error {
 	a := sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
-	return pathErr("mkdir", name, c.statusCall(ctx, "MKDIR", func(id uint32) []byte {
+	err := c.statusCall(ctx, "MKDIR", func(id uint32) []byte {
 		return appendStringAttrs(nil, sshfx.TypeMkdir, id, name, &a)
-	}))
+	})
+	if isBareFailure(err) {
+		if _, serr := c.Lstat(ctx, name); serr == nil {
+			err = fmt.Errorf("%w (%w)", fs.ErrExist, err)
+		}
+	}
+	return pathErr("mkdir", name, err)
+}
+
+// isBareFailure reports whether err is a STATUS FAILURE, the code that says nothing of
+// why: worth asking the server what the state is, to give the caller a better error.
+func isBareFailure(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code.normal() == StatusFailure
 }
 
 // MkdirAll creates a directory and any missing parents, like os.MkdirAll.
@@ -185,7 +152,9 @@ func (c *Client) MkdirAll(ctx context.Context, name string, perm fs.FileMode) er
 	return nil
 }
 
-// Remove removes a file or an empty directory, like os.Remove.
+// Remove removes a file or an empty directory, like os.Remove. Removing a directory
+// that is not empty fails with an error matching syscall.ENOTEMPTY: the server's bare
+// FAILURE is explained by a look at the directory's first entries.
 func (c *Client) Remove(ctx context.Context, name string) error {
 	err := c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
 		return appendString1(nil, sshfx.TypeRemove, id, name)
@@ -201,10 +170,27 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	return pathErr("remove", name, err)
 }
 
+// rmdir removes the directory name. A FAILURE on a directory that still has entries
+// comes back matching syscall.ENOTEMPTY, after a look at its first page of entries.
 func (c *Client) rmdir(ctx context.Context, name string) error {
-	return c.statusCall(ctx, "RMDIR", func(id uint32) []byte {
+	err := c.statusCall(ctx, "RMDIR", func(id uint32) []byte {
 		return appendString1(nil, sshfx.TypeRmdir, id, name)
 	})
+	if isBareFailure(err) && c.hasEntries(ctx, name) {
+		err = fmt.Errorf("%w (%w)", syscall.ENOTEMPTY, err)
+	}
+	return err
+}
+
+// hasEntries reports whether the directory name lists any entry besides "." and "..".
+func (c *Client) hasEntries(ctx context.Context, name string) bool {
+	d, err := c.openDir(ctx, name)
+	if err != nil {
+		return false
+	}
+	defer d.close(ctx)
+	page, err := d.ReadDirContext(ctx, 1)
+	return err == nil && len(page) > 0
 }
 
 // RemoveAll removes name and everything it contains, like os.RemoveAll: a missing name
@@ -227,9 +213,9 @@ func (c *Client) RemoveAll(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	entries, err := c.readDir(ctx, c.main, name)
+	entries, err := c.ReadDir(ctx, name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return pathErr("removeall", name, err)
+		return err
 	}
 	for _, e := range entries {
 		if err := c.RemoveAll(ctx, path.Join(name, e.Name())); err != nil {
@@ -273,10 +259,11 @@ func (c *Client) Chmod(ctx context.Context, name string, mode fs.FileMode) error
 
 // Chown changes the numeric uid and gid of the named file.
 func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
-	if uid < 0 || gid < 0 || uid > 1<<32-1 || gid > 1<<32-1 {
-		return pathErr("chown", name, syscall.EINVAL)
+	a, err := ownerAttrs(uid, gid)
+	if err != nil {
+		return pathErr("chown", name, err)
 	}
-	return c.setstat(ctx, "chown", name, &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)})
+	return c.setstat(ctx, "chown", name, a)
 }
 
 // Chtimes changes the access and modification times (whole seconds, 1970 to 2106).
@@ -286,6 +273,15 @@ func (c *Client) Chtimes(ctx context.Context, name string, atime, mtime time.Tim
 		return pathErr("chtimes", name, err)
 	}
 	return c.setstat(ctx, "chtimes", name, a)
+}
+
+// ownerAttrs is the ATTRS of a chown: ids must fit the protocol's 32 bits. The bound is
+// compared as int64, so it compiles where int has 32 bits too.
+func ownerAttrs(uid, gid int) (*sshfx.Attrs, error) {
+	if uid < 0 || gid < 0 || int64(uid) > math.MaxUint32 || int64(gid) > math.MaxUint32 {
+		return nil, syscall.EINVAL
+	}
+	return &sshfx.Attrs{Flags: sshfx.AttrUIDGID, UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 func timesAttrs(atime, mtime time.Time) (*sshfx.Attrs, error) {

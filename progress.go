@@ -19,7 +19,9 @@ type Progress struct {
 	Bytes int64
 	Size  int64 // the file's size, or -1 when the server did not say
 	Done  bool  // the file is complete and in place under its final name
-	Err   error // set on a file's last report when it failed
+	// Skipped is set with Done when SkipUnchanged found the destination up to date.
+	Skipped bool
+	Err     error // set on a file's last report when it failed
 
 	TotalBytes int64 // Bytes summed over every file started so far
 	TotalSize  int64 // the sizes of all files summed, or -1 when one is unknown

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -473,10 +472,9 @@ func xsLinkScenarios() []xsScenario {
 		}, xsExpect[xsRes[*StatVFS]]{
 			openssh: func(e *xsEnv, r xsRes[*StatVFS]) {
 				require.NoError(e, r.err)
-				var st syscall.Statfs_t
-				require.NoError(e, syscall.Statfs(e.dir, &st))
+				st := localStatfs(e, e.dir)
 				require.Equal(e, st.Blocks, r.v.Blocks)
-				require.Equal(e, uint64(st.Namelen), r.v.NameMax)
+				require.Equal(e, st.Namelen, r.v.NameMax)
 			},
 			rclone: func(e *xsEnv, r xsRes[*StatVFS]) {
 				// Advertised, yet refused.

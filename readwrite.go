@@ -56,20 +56,34 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 // stalled server must not hold up a call whose ctx has ended. The CLOSE then stays in
 // flight; it completes, or fails with the connection, in the background.
 func closeWithin(ctx context.Context, f *File) error {
+	ok, err := waitWithin(ctx, f.cn, f.Close)
+	if !ok {
+		return f.err("close", err)
+	}
+	return err
+}
+
+// waitWithin runs fn, a request or two on cn, waiting for it only while ctx lasts. ok
+// is false when ctx ended first: fn then goes on in the background, where closing the
+// connection waits for it (and ends it, as every wait on the connection ends when it
+// fails), and err is the ctx error.
+func waitWithin(ctx context.Context, cn *conn, fn func() error) (ok bool, err error) {
 	if ctx.Done() == nil {
-		return f.Close()
+		return true, fn()
 	}
 	done := make(chan error, 1)
-	go func() { done <- f.Close() }()
+	if !cn.background(func() { done <- fn() }) {
+		return true, fn() // the connection is gone: fn fails at once
+	}
 	select {
 	case err := <-done:
-		return err
+		return true, err
 	case <-ctx.Done():
 		select {
 		case err := <-done: // an answer that came in time still counts
-			return err
+			return true, err
 		default:
-			return f.err("close", fmt.Errorf("sftp: %w", ctx.Err()))
+			return false, fmt.Errorf("sftp: %w", ctx.Err())
 		}
 	}
 }

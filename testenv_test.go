@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,29 +69,6 @@ func await(t testing.TB, ch <-chan struct{}, n int, what string) {
 func (p *serverProc) stop(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.stopNow())
-}
-
-// stopNow is stop for goroutines other than the test's. A stop is reported to a
-// waiter that asks for it (WUNTRACED) without reaping the process, so this does not
-// disturb cmd.Wait.
-func (p *serverProc) stopNow() error {
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(p.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !ws.Stopped() {
-			return fmt.Errorf("sftp-server is not stopped: %v", ws)
-		}
-		return nil
-	}
 }
 
 // stopAtNextReply arranges for the server to be stopped as soon as the client
@@ -380,12 +356,18 @@ func readLocal(t testing.TB, name string) []byte {
 	return b
 }
 
-// localStat returns the raw stat of a local path, without following a final symlink.
-func localStat(t testing.TB, name string) *syscall.Stat_t {
-	t.Helper()
-	var st syscall.Stat_t
-	require.NoError(t, syscall.Lstat(name, &st))
-	return &st
+// localStatT is what the tests read back about a local file: owner, size and times as
+// the server left them. localStat fills it where the OS tells (testenv_linux_test.go);
+// elsewhere the test is skipped.
+type localStatT struct {
+	Uid, Gid   uint32
+	Size       int64
+	Atim, Mtim struct{ Sec, Nsec int64 }
+}
+
+// localStatFS is the local file system's statfs, to compare with statvfs@openssh.com.
+type localStatFS struct {
+	Bsize, Frsize, Blocks, Files, Namelen uint64
 }
 
 // umask is the process umask, which sftp-server inherits and applies to what it

@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -52,14 +54,34 @@ func (pl *treePlan) addFile(e treeEntry, size int64) {
 var errUnsafeName = errors.New("sftp: the server listed a name that is not a plain file name")
 
 // plainName reports whether a name from a remote listing names an entry of the local
-// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x".
+// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x". The rules
+// are plainNameOn's for this system's separator; filepath.IsLocal has the OS's own say
+// on top.
 func plainName(name string) bool {
-	return name != "." && name != ".." && !strings.Contains(name, "/") &&
-		filepath.IsLocal(name) && filepath.Base(name) == name
+	return plainNameOn(name, filepath.Separator) && filepath.IsLocal(name)
 }
 
-// getTree copies the remote directory src, described by root, to the local path dst.
-func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
+var (
+	errDuplicateName = errors.New("sftp: the server listed the same name twice")
+	errTooDeep       = errors.New("sftp: the remote tree nests directories too deep")
+	errTooBig        = errors.New("sftp: the remote tree is too big to list")
+)
+
+// walkLimits bound what a recursive Get takes from the server before any data moves.
+// The whole tree is listed first and kept in memory, and a server can list a directory
+// inside itself forever, or any number of entries: without bounds the walk would never
+// end, or end the process.
+type walkLimits struct {
+	depth   int   // directory levels, the root's included (OpenSSH's client stops at 64)
+	entries int64 // entries in the whole tree
+	bytes   int64 // of names and paths kept for them
+}
+
+var defaultWalkLimits = walkLimits{depth: 64, entries: 1 << 20, bytes: 256 << 20}
+
+// getTree copies the remote directory src, described by root, to dst, a name in the
+// local destination's root.
+func (t *getPutCall) getTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
 	pl, err := t.walkRemote(ctx, src, dst, root)
 	if err != nil {
 		return err
@@ -67,10 +89,10 @@ func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInf
 	t.rep.plan(len(pl.files), pl.size)
 	t.share = min(t.o.parallel, len(pl.files))
 	// Local directories cost no round trips: made one after another, parents first.
-	for depth, level := range pl.dirs {
+	for _, level := range pl.dirs {
 		for _, d := range level {
-			if err := mkdirLocal(d.dst, dirPerm(d.info.Mode(), remoteHasPerm(d.info)), depth == 0); err != nil {
-				return err
+			if err := t.local.mkdir(d.dst, dirPerm(d.info.Mode(), remoteHasPerm(d.info))); err != nil {
+				return pathErr("get", d.src, err)
 			}
 		}
 	}
@@ -79,7 +101,7 @@ func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInf
 		if err != nil {
 			return err
 		}
-		return symlinkLocal(target, e.dst)
+		return t.local.symlink(target, e.dst)
 	}
 	if err := t.run(ctx, "get", pl, t.getFile, link); err != nil {
 		return err
@@ -91,11 +113,11 @@ func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInf
 	// mode would have stopped them being created.
 	for _, level := range pl.dirs {
 		for _, d := range level {
-			if err := os.Chmod(d.dst, d.info.Mode()&modeBits); err != nil {
+			if err := t.local.chmod(d.dst, d.info.Mode()&modeBits); err != nil {
 				return err
 			}
 			if at, mt, ok := remoteTimes(d.info); ok {
-				if err := os.Chtimes(d.dst, at, mt); err != nil {
+				if err := t.local.chtimes(d.dst, at, mt); err != nil {
 					return err
 				}
 			}
@@ -105,36 +127,68 @@ func (t *transfer) getTree(ctx context.Context, src, dst string, root fs.FileInf
 }
 
 // walkRemote lists the remote tree level by level, listing the directories of each
-// level in parallel.
-func (t *transfer) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo) (*treePlan, error) {
+// level in parallel, within t.o.limits.
+func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo) (*treePlan, error) {
+	lim := t.o.limits
+	var listed, size atomic.Int64 // entries and bytes taken in so far
 	pl := &treePlan{}
 	level := []treeEntry{{src: src, dst: dst, info: root}}
-	for len(level) > 0 {
+	for depth := 0; len(level) > 0; depth++ {
+		if depth >= lim.depth {
+			return nil, pathErr("get", level[0].src, fmt.Errorf("%w: more than %d levels", errTooDeep, lim.depth))
+		}
 		pl.dirs = append(pl.dirs, level)
 		lists := make([][]fs.DirEntry, len(level))
-		g, gctx := errgroup.WithContext(ctx)
+		// stop only keeps listings from starting once one failed: each runs under
+		// ctx, so one under way finishes and closes its handle before Get returns.
+		g, stop := errgroup.WithContext(ctx)
 		g.SetLimit(t.o.parallel)
 		for i, d := range level {
 			g.Go(func() error {
-				if err := gctx.Err(); err != nil {
+				if err := stop.Err(); err != nil {
 					return pathErr("get", d.src, fmt.Errorf("sftp: %w", err))
 				}
-				es, err := t.c.ReadDir(gctx, d.src)
+				es, err := t.c.ReadDir(ctx, d.src)
+				if err != nil {
+					return err
+				}
+				// What each entry will keep: its name in two paths, built on its
+				// parent's.
+				n := int64(len(d.src)+len(d.dst)+2) * int64(len(es))
+				for _, de := range es {
+					n += 2 * int64(len(de.Name()))
+				}
+				if listed.Add(int64(len(es))) > lim.entries || size.Add(n) > lim.bytes {
+					return pathErr("get", d.src, fmt.Errorf("%w: more than %d entries or %d bytes of names",
+						errTooBig, lim.entries, lim.bytes))
+				}
 				lists[i] = es
-				return err
+				return nil
 			})
 		}
-		if err := g.Wait(); err != nil {
+		if err := ctxDone(ctx, g.Wait()); err != nil {
 			return nil, err
 		}
 		var next []treeEntry
 		for i, d := range level {
+			prev := ""
 			for _, de := range lists[i] {
 				name := de.Name()
 				// The name becomes part of a local path: one that is not a plain name
 				// ("..", "a/b") would let the server write outside the destination.
 				if !plainName(name) {
 					return nil, pathErr("get", d.src+"/"+name, errUnsafeName)
+				}
+				// Listings come sorted, so a repeat is next to its first. One name
+				// listed as two things (a file and a link) would be made twice.
+				if name == prev {
+					return nil, pathErr("get", d.src+"/"+name, errDuplicateName)
+				}
+				prev = name
+				// Part names are this package's own, whatever the server says they
+				// are: an entry under one could take the place of a part file.
+				if strings.HasSuffix(name, partSuffix) {
+					continue
 				}
 				info, err := de.Info()
 				if err != nil {
@@ -146,7 +200,7 @@ func (t *transfer) walkRemote(ctx context.Context, src, dst string, root fs.File
 					next = append(next, e)
 				case mode&fs.ModeSymlink != 0:
 					pl.links = append(pl.links, e)
-				case mode.IsRegular() && !strings.HasSuffix(name, partSuffix):
+				case mode.IsRegular():
 					pl.addFile(e, remoteSize(info))
 				}
 			}
@@ -157,14 +211,14 @@ func (t *transfer) walkRemote(ctx context.Context, src, dst string, root fs.File
 }
 
 // putTree copies the local directory src, described by root, to the remote path dst.
-func (t *transfer) putTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
+func (t *getPutCall) putTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
 	pl, err := walkLocal(src, dst, root)
 	if err != nil {
 		return err
 	}
 	t.rep.plan(len(pl.files), pl.size)
 	t.share = min(t.o.parallel, len(pl.files))
-	if err := t.c.MkdirAll(ctx, dst, dirPerm(root.Mode(), true)); err != nil {
+	if err := t.mkdirRemoteRoot(ctx, dst, dirPerm(root.Mode(), true)); err != nil {
 		return err
 	}
 	// A level's directories are made in parallel, once their parents exist.
@@ -246,7 +300,14 @@ func walkLocal(src, dst string, root fs.FileInfo) (*treePlan, error) {
 
 // run copies a tree's files and links with up to Parallel in flight. The first failure
 // cancels the rest and is returned, with the source path.
-func (t *transfer) run(ctx context.Context, op string, pl *treePlan,
+//
+// The workers have no recover. A panic on one would end the caller's process, but
+// turning it into an error would hide a bug and keep using what it left broken (a
+// handle open, a lock held, a pooled buffer still referenced). Server input is kept
+// from panicking where it is read instead: every decoder checks a length before
+// slicing by it (and is fuzzed), and a handle longer than the drafts allow, which
+// would overrun the room data buffers keep for headers, is refused (decodeHandle).
+func (t *getPutCall) run(ctx context.Context, op string, pl *treePlan,
 	file func(ctx context.Context, src, dst string, fi fs.FileInfo) error,
 	link func(ctx context.Context, e treeEntry) error) error {
 	g, gctx := errgroup.WithContext(ctx)
@@ -267,7 +328,7 @@ func (t *transfer) run(ctx context.Context, op string, pl *treePlan,
 }
 
 // each runs fn on every entry, Parallel at a time; the first failure cancels the rest.
-func (t *transfer) each(ctx context.Context, es []treeEntry, fn func(context.Context, treeEntry) error) error {
+func (t *getPutCall) each(ctx context.Context, es []treeEntry, fn func(context.Context, treeEntry) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(t.o.parallel)
 	for _, e := range es {
@@ -297,53 +358,44 @@ func dirPerm(mode fs.FileMode, known bool) fs.FileMode {
 	return mode.Perm() | 0o700
 }
 
-// mkdirLocal makes a local directory; one already there is fine. Only the root may
-// lack parents.
-func mkdirLocal(name string, perm fs.FileMode, root bool) error {
-	if root {
-		return os.MkdirAll(name, perm)
-	}
-	err := os.Mkdir(name, perm)
-	if errors.Is(err, fs.ErrExist) {
-		if fi, serr := os.Stat(name); serr == nil && fi.IsDir() {
-			return nil
-		}
-	}
-	return err
-}
-
-// mkdirRemote makes a remote directory whose parent exists; one already there is fine.
-// Servers report an existing name with a generic failure, so ask rather than guess.
-func (t *transfer) mkdirRemote(ctx context.Context, name string, perm fs.FileMode) error {
+// mkdirRemote makes a remote directory whose parent exists; one already there is fine,
+// but a link there is not, even to a directory: the copy would land wherever it
+// points (rsync replaces such a link; refusing is the safer of the two). Servers
+// report an existing name with a generic failure, so ask rather than guess.
+func (t *getPutCall) mkdirRemote(ctx context.Context, name string, perm fs.FileMode) error {
 	err := t.c.Mkdir(ctx, name, perm)
 	if err != nil {
-		if fi, serr := t.c.Stat(ctx, name); serr == nil && fi.IsDir() {
-			return nil
+		if fi, lerr := t.c.Lstat(ctx, name); lerr == nil {
+			switch {
+			case fi.IsDir():
+				return nil
+			case fi.Mode()&fs.ModeSymlink != 0:
+				return pathErr("mkdir", name, errLinkInTheWay)
+			}
 		}
 	}
 	return err
 }
 
-// symlinkLocal makes dst a link to target, replacing a file or link already there,
-// through a part name so dst is never missing.
-func symlinkLocal(target, dst string) error {
-	err := os.Symlink(target, dst)
-	if !errors.Is(err, fs.ErrExist) {
+// mkdirRemoteRoot makes the root of a Put's tree, and its missing parents. The parents
+// are the caller's path, taken as given; the root itself is held to mkdirRemote's rule.
+func (t *getPutCall) mkdirRemoteRoot(ctx context.Context, name string, perm fs.FileMode) error {
+	fi, err := t.c.Lstat(ctx, name)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return pathErr("mkdir", name, errLinkInTheWay)
+	case err == nil:
+		return pathErr("mkdir", name, syscall.ENOTDIR)
+	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if fi, lerr := os.Lstat(dst); lerr != nil || fi.IsDir() {
-		return err
-	}
-	part := dst + partSuffix
-	os.Remove(part) // left by an earlier attempt, if at all
-	if err := os.Symlink(target, part); err != nil {
-		return err
-	}
-	return os.Rename(part, dst)
+	return t.c.MkdirAll(ctx, name, perm)
 }
 
-// symlinkRemote is symlinkLocal on the server.
-func (t *transfer) symlinkRemote(ctx context.Context, target, dst string) error {
+// symlinkRemote is localDest.symlink on the server.
+func (t *getPutCall) symlinkRemote(ctx context.Context, target, dst string) error {
 	err := t.c.Symlink(ctx, target, dst)
 	if err == nil {
 		return nil

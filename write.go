@@ -472,8 +472,9 @@ func (ws *writeStream) ack(r response) error {
 	r.release()
 	if err != nil {
 		var pe *ProtocolError
-		if errors.As(err, &pe) { // the channel is failed by check: nothing on it counts
-			ws.fail(req.off, req.lane.cn.check(err))
+		if errors.As(err, &pe) { // check fails the channel: nothing on it counts
+			err = req.lane.cn.check(err)
+			ws.fail(req.off, err)
 			return err
 		}
 		ws.fail(req.off, err)

@@ -61,12 +61,12 @@ go build -o "$work/sluice" ./cmd/sluice
 size=${SIZE:-256M}
 head -c "$size" /dev/urandom >"$work/data.bin"
 ssh=(-i "$work/id" -known-hosts "$work/known_hosts" -c aes128-gcm@openssh.com)
-remote="$(id -un)@127.0.0.1:$port:$work/remote.bin"
+remote="sftp://$(id -un)@127.0.0.1:$port$work/remote.bin"
 
 echo "sshd on 127.0.0.1:$port; moving $size each way"
 "$work/sluice" "${ssh[@]}" put "$work/data.bin" "$remote"
 "$work/sluice" "${ssh[@]}" get "$remote" "$work/back.bin"
-"$work/sluice" "${ssh[@]}" ls "$(id -un)@127.0.0.1:$port:$work"
+"$work/sluice" "${ssh[@]}" ls -l "sftp://$(id -un)@127.0.0.1:$port$work"
 cmp "$work/data.bin" "$work/remote.bin"
 cmp "$work/data.bin" "$work/back.bin"
 echo "ok: uploaded and downloaded copies are byte-identical"

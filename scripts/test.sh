@@ -32,6 +32,12 @@ for mod in . bench; do
 	[ -f "$mod/go.mod" ] || continue
 	echo "== go vet ($mod)"
 	(cd "$mod" && go vet ./...)
+	# Everything, tests included, must build where users run it: 32-bit (int is 32
+	# bits there), ARM, and the OSes without Linux's syscalls.
+	for target in linux/386 linux/arm windows/amd64 darwin/arm64; do
+		echo "== go vet ($mod, $target)"
+		(cd "$mod" && GOOS="${target%/*}" GOARCH="${target#*/}" go vet ./...)
+	done
 	echo "== staticcheck ($mod)"
 	(cd "$mod" && staticcheck ./...)
 done
@@ -39,6 +45,15 @@ done
 echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 (cd bench && go test -race -count=1 -timeout 5m ./...)
+if [ "$(uname -m)" = x86_64 ]; then
+	# The wire format where int has 32 bits: a status code or length >= 1<<31 from a
+	# server is where such a target would break.
+	echo "== go test (linux/386: internal/sshfx, internal/testserver)"
+	GOARCH=386 go test -count=1 ./internal/sshfx ./internal/testserver
+fi
+
+echo "== hostile-server suite, repeated (a flaky defence is a hole)"
+go test -race -count=5 -timeout 5m -run '^(TestHostile|TestDecodeHandleLength)' .
 
 echo "== fuzz (a bounded run per target; crashers land in testdata/fuzz and become regression tests)"
 # Budgets are execution counts, not durations: Go 1.26's fuzz coordinator can report a

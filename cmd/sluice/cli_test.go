@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -163,18 +164,24 @@ func TestLsRmMkdir(t *testing.T) {
 
 	r := runCLI(t, "ls", dir)
 	requireOK(t, r)
+	require.Equal(t, "a.txt\nb.bin\nlink\nsub\n", r.stdout, "names only, sorted")
+
+	r = runCLI(t, "ls", "-l", dir)
+	requireOK(t, r)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	require.Len(t, lines, 4, "stdout: %s", r.stdout)
-	// Sorted by name; mode, size (aligned), time, name.
-	require.Regexp(t, `^-rw-r--r-- +7 Feb  3  2001 a\.txt$`, lines[0])
-	require.Regexp(t, `^-rw-r--r-- 1234 \w{3} [ \d]\d \d\d:\d\d b\.bin$`, lines[1])
-	require.Regexp(t, `^lrwxrwxrwx +\d+ .* link$`, lines[2])
-	require.Regexp(t, `^drwxr-xr-x +\d+ .* sub$`, lines[3])
+	// Sorted by name; mode, owner and group by name (users-groups-by-id), size
+	// (aligned), time, name, link target.
+	ids := regexp.QuoteMeta(ownerNames(t)) + ` +`
+	require.Regexp(t, `^-rw-r--r-- `+ids+` *7 Feb  3  2001 a\.txt$`, lines[0])
+	require.Regexp(t, `^-rw-r--r-- `+ids+`1234 \w{3} [ \d]\d \d\d:\d\d b\.bin$`, lines[1])
+	require.Regexp(t, `^lrwxrwxrwx `+ids+`\d+ .* link -> a\.txt$`, lines[2])
+	require.Regexp(t, `^drwxr-xr-x `+ids+`\d+ .* sub$`, lines[3])
 
-	// A file operand is listed under the name given.
-	r = runCLI(t, "ls", filepath.Join(dir, "b.bin"))
+	// A file operand is listed under the name given; the flag may follow it.
+	r = runCLI(t, "ls", filepath.Join(dir, "b.bin"), "-l")
 	requireOK(t, r)
-	require.Regexp(t, `^-rw-r--r-- 1234 .* `+regexp.QuoteMeta(filepath.Join(dir, "b.bin"))+"\n$", r.stdout)
+	require.Regexp(t, `^-rw-r--r-- `+ids+`1234 .* `+regexp.QuoteMeta(filepath.Join(dir, "b.bin"))+"\n$", r.stdout)
 
 	r = runCLI(t, "rm", filepath.Join(dir, "b.bin"))
 	requireOK(t, r)
@@ -183,8 +190,7 @@ func TestLsRmMkdir(t *testing.T) {
 
 	r = runCLI(t, "rm", filepath.Join(dir, "b.bin"))
 	require.Equal(t, exitFail, r.code)
-	require.Contains(t, r.stderr, "sluice: rm: remove "+filepath.Join(dir, "b.bin"))
-	require.Contains(t, r.stderr, "No such file")
+	require.Equal(t, "sluice: rm: no such file or directory: "+filepath.Join(dir, "b.bin")+"\n", r.stderr)
 
 	deep := filepath.Join(dir, "x", "y", "z")
 	r = runCLI(t, "mkdir", deep)
@@ -210,7 +216,7 @@ func TestLsRmMkdir(t *testing.T) {
 
 	r = runCLI(t, "ls", filepath.Join(dir, "nope"))
 	require.Equal(t, exitFail, r.code)
-	require.Contains(t, r.stderr, "No such file")
+	require.Equal(t, "sluice: ls: no such file or directory: "+filepath.Join(dir, "nope")+"\n", r.stderr)
 }
 
 func TestGetMissingRemoteFile(t *testing.T) {
@@ -221,7 +227,7 @@ func TestGetMissingRemoteFile(t *testing.T) {
 	r := runCLI(t, "get", missing, local)
 	require.Equal(t, exitFail, r.code)
 	require.Equal(t, "", r.stdout)
-	require.Equal(t, "sluice: get "+missing+" -> "+local+": stat "+missing+": sftp: No such file (NO_SUCH_FILE)\n", r.stderr)
+	require.Equal(t, "sluice: get: no such file or directory: "+missing+"\n", r.stderr)
 	require.NoFileExists(t, local, "a failed get must not create the local file")
 }
 
@@ -242,7 +248,7 @@ func TestPutFailures(t *testing.T) {
 	dir := t.TempDir()
 	r := runCLI(t, "put", filepath.Join(dir, "nope"), filepath.Join(dir, "dst"))
 	require.Equal(t, exitFail, r.code)
-	require.Contains(t, r.stderr, "sluice: put: stat "+filepath.Join(dir, "nope"))
+	require.Equal(t, "sluice: put: no such file or directory: "+filepath.Join(dir, "nope")+"\n", r.stderr)
 
 	r = runCLI(t, "put", dir, filepath.Join(dir, "dst"))
 	require.Equal(t, exitFail, r.code)
@@ -272,11 +278,16 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "missing command"},
 		{[]string{"frob"}, `unknown command "frob"`},
-		{[]string{"put", "a"}, "want 2 operand(s), got 1"},
-		{[]string{"get", "a", "b", "c"}, "want 2 operand(s), got 3"},
-		{[]string{"ls"}, "want 1 operand(s), got 0"},
-		{[]string{"rm", "a", "b"}, "want 1 operand(s), got 2"},
-		{[]string{"put", "a", "b", "-i", "k"}, "got 4 (flags go before the operands)"},
+		{[]string{"put", "a"}, "want at least 2 operand(s), got 1"},
+		{[]string{"ls"}, "want at least 1 operand(s), got 0"},
+		{[]string{"rm", "-r"}, "want at least 1 operand(s), got 0"},
+		{[]string{"put", "a", "-j"}, "flag needs an argument: -j"},
+		{[]string{"put", "-r", "a", "host:x", "--retries", "-1"}, "--retries -1: want 0 or more"},
+		{[]string{"ls", "--limit", "fast", "x"}, "want a rate such as 500K"},
+		{[]string{"ls", "-o", "ForwardAgent=yes", "h:x"}, "sluice does not use ForwardAgent"},
+		{[]string{"ls", "-o", "nonsense", "h:x"}, "want Keyword=value"},
+		{[]string{"ls", "h:2222:/x"}, "host:port:path is not read"},
+		{[]string{"ls", "a:x", "b:y"}, "are on different servers"},
 		{[]string{"-nosuchflag", "ls", "x"}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"ls", "-nosuchflag", "x"}, "ls: flag provided but not defined"},
 		{[]string{"-p", "ls", "x"}, "flag provided but not defined: -p"}, // mkdir's own flag
@@ -286,8 +297,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-channels", "-1", "ls", "x"}, "want a positive integer"},
 		{[]string{"-P", "x", "ls", "h:x"}, "invalid value"},
 		{[]string{"-c", "rot13", "ls", "h:x"}, "-c rot13: unknown cipher"},
-		{[]string{"ls", "host:"}, "missing path"},
-		{[]string{"ls", "host:0:/x"}, "out of range"},
+		{[]string{"ls", "sftp://host:0/x"}, "out of range"},
 		{[]string{"-i", "key", "ls", "/tmp"}, "-i is for SSH, but REMOTE /tmp has no host"},
 		{[]string{"-P", "2222", "get", "/tmp/x", "y"}, "-P is for SSH"},
 		{[]string{"-D", "/bin/true", "-l", "bob", "ls", "/"}, "-l is for SSH, but -D is given"},
@@ -299,7 +309,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-r", "put", "a", "b"}, "flag provided but not defined: -r"}, // put's own flag
 		{[]string{"mkdir", "-r", "x"}, "mkdir: flag provided but not defined: -r"},
 		{[]string{"ls", "-q", "x"}, "ls: flag provided but not defined: -q"},
-		{[]string{"put", "-r", "a"}, "want 2 operand(s), got 1"},
+		{[]string{"put", "-r", "a"}, "want at least 2 operand(s), got 1"},
+		{[]string{"-version", "-x"}, "flag provided but not defined: -x"},
 	}
 	for _, tt := range tests {
 		r := runCLI(t, tt.args...)
@@ -316,12 +327,20 @@ func TestUsageErrors(t *testing.T) {
 func TestHelp(t *testing.T) {
 	r := runCLI(t, "-h")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "sluice [flags] put [put flags] LOCAL REMOTE")
-	require.Contains(t, r.stdout, "  -j n\n")
-	require.Contains(t, r.stdout, "[user@]host[:port]:path")
-	require.Contains(t, r.stdout, "-insecure-accept-unknown-host")
+	require.Contains(t, r.stdout, "put [-r] [-p] [-a] [--sync] SRC... REMOTE")
+	require.Contains(t, r.stdout, "sftp://[user@]host[:port]/path")
 	require.Contains(t, r.stdout, "Examples:")
+	require.LessOrEqual(t, strings.Count(r.stdout, "\n"), 40, "sluice -h fits one screen")
+	for _, l := range strings.Split(r.stdout, "\n") {
+		require.LessOrEqual(t, len(l), 90, "line too wide for a terminal: %q", l)
+	}
 	require.Empty(t, r.stderr)
+
+	r = runCLI(t, "-h", "all")
+	requireOK(t, r)
+	for _, f := range []string{"-insecure-accept-unknown-host", "-inflight", "-timeout duration", "-limit rate", "-F file", "-J ", "-o Keyword=value", "-retries n", "-sync"} {
+		require.Contains(t, r.stdout, f)
+	}
 
 	r = runCLI(t, "mkdir", "-h")
 	requireOK(t, r)
@@ -331,10 +350,14 @@ func TestHelp(t *testing.T) {
 
 	r = runCLI(t, "get", "-h")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "sluice [flags] get [-r] [-a] [-p] [-f] [-j n] [-q] REMOTE LOCAL")
-	for _, f := range []string{"-r\t", "-a\t", "-p\tpreserve", "-f\t", "-j n", "-q\t"} {
+	require.Contains(t, r.stdout, "sluice [flags] get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL")
+	for _, f := range []string{"-r\t", "-a\t", "-p\tpreserve", "-f\t", "-j n", "-q\t", "-sync\n", "-retries n"} {
 		require.Contains(t, r.stdout, f)
 	}
+
+	r = runCLI(t, "--version")
+	requireOK(t, r)
+	require.Regexp(t, `^sluice \S+ \(go1\.\d+.* \w+/\w+\)\n$`, r.stdout)
 }
 
 // An interrupt (ctx cancelled) ends a command stuck waiting on its server, kills the
@@ -348,9 +371,19 @@ func TestInterrupt(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		require.Equal(t, exitFail, code)
+		require.Equal(t, 130, code, "128+SIGINT, the shell's convention")
 		require.Equal(t, "sluice: interrupted\n", stderr.String())
 	case <-time.After(testTimeout):
 		t.Fatal("run did not return after its context was cancelled")
 	}
+}
+
+// ownerNames is "user group" of this process, as ls -l shows them.
+func ownerNames(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	require.NoError(t, err)
+	g, err := user.LookupGroupId(u.Gid)
+	require.NoError(t, err)
+	return u.Username + " " + g.Name
 }

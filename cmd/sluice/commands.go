@@ -2,68 +2,239 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sftp"
 )
 
-func (a *app) ls(ctx context.Context, remoteArg string) (err error) {
-	r, err := a.target(remoteArg)
+func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
+	rs, err := a.targets(args)
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := a.open(ctx, r)
+	s, closeFn, err := a.open(ctx, rs[0])
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	fi, err := s.client.Stat(ctx, r.Path)
+	paths, err := a.remotePaths(ctx, s.client, rs)
 	if err != nil {
 		return fmt.Errorf("ls: %w", err)
 	}
-	if !fi.IsDir() {
-		// Like ls(1): a file operand is shown under the name it was given.
-		return printLong(a.stdout, []listEntry{{fi, r.Path}}, time.Now())
+	// Like ls(1): files first, under the names given, then each directory's entries,
+	// headed by its name when there are several operands.
+	var files []listEntry
+	var dirs []string
+	for _, p := range paths {
+		octx, cancel := a.opCtx(ctx)
+		fi, err := s.client.Stat(octx, p)
+		if err != nil && octx.Err() == nil {
+			if fi2, lerr := s.client.Lstat(octx, p); lerr == nil {
+				fi, err = fi2, nil // a dangling link is still listed
+			}
+		}
+		err = a.timeoutError(ctx, octx, "ls "+p, err)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ls: %w", describe(err, p))
+		}
+		if fi.IsDir() {
+			dirs = append(dirs, p)
+		} else {
+			files = append(files, listEntry{info: fi, name: p, path: p})
+		}
 	}
-	des, err := s.client.ReadDir(ctx, r.Path)
-	if err != nil {
-		return fmt.Errorf("ls: %w", err)
+	if len(files) > 0 {
+		if err := a.printEntries(ctx, s.client, files, long); err != nil {
+			return err
+		}
 	}
-	entries := make([]listEntry, 0, len(des))
-	for _, de := range des {
-		info, err := de.Info()
+	for i, d := range dirs {
+		if len(paths) > 1 {
+			if len(files) > 0 || i > 0 {
+				fmt.Fprintln(a.stdout)
+			}
+			fmt.Fprintf(a.stdout, "%s:\n", escapeText(d))
+		}
+		octx, cancel := a.opCtx(ctx)
+		des, err := s.client.ReadDir(octx, d)
+		if errors.Is(err, sftp.ErrListingTooLarge) {
+			// Too big to hold and sort: shown as it comes, a page at a time.
+			err = a.streamList(octx, s.client, d, long)
+		}
+		err = a.timeoutError(ctx, octx, "ls "+d, err)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("ls: %w", err)
 		}
-		entries = append(entries, listEntry{info, de.Name()})
-	}
-	return printLong(a.stdout, entries, time.Now())
-}
-
-func (a *app) rm(ctx context.Context, remoteArg string) (err error) {
-	r, err := a.target(remoteArg)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, r)
-	if err != nil {
-		return err
-	}
-	defer closeInto(&err, closeFn)
-	if err := s.client.Remove(ctx, r.Path); err != nil {
-		return fmt.Errorf("rm: %w", err)
+		if des == nil {
+			continue
+		}
+		entries := make([]listEntry, 0, len(des))
+		for _, de := range des {
+			info, err := de.Info()
+			if err != nil {
+				return fmt.Errorf("ls: %w", err)
+			}
+			entries = append(entries, listEntry{info: info, name: de.Name(), path: joinRemote(d, de.Name())})
+		}
+		if err := a.printEntries(ctx, s.client, entries, long); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-func (a *app) mkdir(ctx context.Context, remoteArg string, parents bool) (err error) {
-	r, err := a.target(remoteArg)
+// streamList prints a directory too large for a sorted listing in the server's
+// order, one READDIR page at a time, so memory stays one page whatever its size.
+func (a *app) streamList(ctx context.Context, c *sftp.Client, dir string, long bool) error {
+	fmt.Fprintf(a.stderr, "sluice: ls: %s has more than %d entries: listing them unsorted\n", escapeText(dir), sftp.MaxReadDirEntries)
+	page := make([]listEntry, 0, 256)
+	flush := func() error {
+		err := a.printEntries(ctx, c, page, long)
+		page = page[:0]
+		return err
+	}
+	for de, err := range c.DirEntries(ctx, dir) {
+		if err != nil {
+			return err
+		}
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		if page = append(page, listEntry{info: info, name: de.Name(), path: joinRemote(dir, de.Name())}); len(page) == cap(page) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// printEntries writes names, one per line, or with long the ls -l form, reading each
+// link's target (one READLINK per link, bounded by --timeout).
+func (a *app) printEntries(ctx context.Context, c *sftp.Client, entries []listEntry, long bool) error {
+	if !long {
+		for _, e := range entries {
+			if _, err := fmt.Fprintln(a.stdout, escapeText(e.name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, e := range entries {
+		if e.info.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		octx, cancel := a.opCtx(ctx)
+		target, err := c.Readlink(octx, e.path)
+		err = a.timeoutError(ctx, octx, "readlink "+e.path, err)
+		cancel()
+		if err == nil {
+			entries[i].target = target
+		} else if ctx.Err() != nil {
+			return err
+		}
+	}
+	a.nameOwners(ctx, c, entries)
+	return printLong(a.stdout, entries, time.Now())
+}
+
+// nameOwners fills in the entries' owner and group names where the server can say
+// them (users-groups-by-id@openssh.com, OpenSSH 9.1 and later): one request for the
+// whole listing. Where it cannot, or fails, the ids stay numeric, as ls -n shows them.
+func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntry) {
+	var uids, gids []uint32
+	seenU, seenG := map[uint32]bool{}, map[uint32]bool{}
+	for _, e := range entries {
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&2 != 0 {
+			if !seenU[fa.UID] {
+				seenU[fa.UID] = true
+				uids = append(uids, fa.UID)
+			}
+			if !seenG[fa.GID] {
+				seenG[fa.GID] = true
+				gids = append(gids, fa.GID)
+			}
+		}
+	}
+	if len(uids) == 0 {
+		return
+	}
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	users, groups, err := c.UserGroupNames(octx, uids, gids)
+	if err != nil || len(users) != len(uids) || len(groups) != len(gids) {
+		return
+	}
+	userOf, groupOf := map[uint32]string{}, map[uint32]string{}
+	for i, id := range uids {
+		userOf[id] = users[i]
+	}
+	for i, id := range gids {
+		groupOf[id] = groups[i]
+	}
+	for i, e := range entries {
+		fa, ok := e.info.Sys().(*sftp.FileAttrs)
+		if !ok || fa.Flags&2 == 0 {
+			continue
+		}
+		u, g := userOf[fa.UID], groupOf[fa.GID]
+		if u == "" {
+			u = strconv.FormatUint(uint64(fa.UID), 10)
+		}
+		if g == "" {
+			g = strconv.FormatUint(uint64(fa.GID), 10)
+		}
+		entries[i].owner = escapeText(u) + " " + escapeText(g)
+	}
+}
+
+func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error) {
+	rs, err := a.targets(args)
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := a.open(ctx, r)
+	s, closeFn, err := a.open(ctx, rs[0])
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	paths, err := a.remotePaths(ctx, s.client, rs)
+	if err != nil {
+		return fmt.Errorf("rm: %w", err)
+	}
+	for _, p := range paths {
+		octx, cancel := a.opCtx(ctx)
+		if recursive {
+			// RemoveAll is quiet about a missing name; rm is not.
+			if _, err = s.client.Lstat(octx, p); err == nil {
+				err = s.client.RemoveAll(octx, p)
+			}
+		} else {
+			err = s.client.Remove(octx, p)
+		}
+		err = a.timeoutError(ctx, octx, "rm "+p, err)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rm: %w", describe(err, p))
+		}
+	}
+	return nil
+}
+
+func (a *app) mkdir(ctx context.Context, args []string, parents bool) (err error) {
+	rs, err := a.targets(args)
+	if err != nil {
+		return err
+	}
+	s, closeFn, err := a.open(ctx, rs[0])
 	if err != nil {
 		return err
 	}
@@ -72,26 +243,44 @@ func (a *app) mkdir(ctx context.Context, remoteArg string, parents bool) (err er
 	if parents {
 		mk = s.client.MkdirAll
 	}
-	if err := mk(ctx, r.Path, 0o755); err != nil {
-		return fmt.Errorf("mkdir: %w", err)
+	for _, r := range rs {
+		p, err := a.expandRemote(ctx, s.client, r.Path)
+		if err != nil {
+			return fmt.Errorf("mkdir: %w", err)
+		}
+		octx, cancel := a.opCtx(ctx)
+		err = a.timeoutError(ctx, octx, "mkdir "+p, mk(octx, p, 0o755))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("mkdir: %w", err)
+		}
 	}
 	return nil
 }
 
 type listEntry struct {
-	info fs.FileInfo
-	name string
+	info   fs.FileInfo
+	name   string // as shown
+	path   string // on the server, for READLINK
+	target string // a link's target, when read
+	owner  string // "user group" when the server named them, escaped
 }
 
-// printLong writes entries like "ls -l" without links, owner and group:
-// mode, size, modification time, name. now decides between a time and a year.
+// printLong writes entries like "ls -l" without the link count: mode, owner and group
+// (names where the server gave them, else the ids SFTP v3 sends), size, modification
+// time, name, and "-> target" for a link. Everything from the server is escaped. now decides between a time and a year.
 func printLong(w io.Writer, entries []listEntry, now time.Time) error {
-	width := 1
+	width, owners := 1, 1
 	for _, e := range entries {
 		width = max(width, len(strconv.FormatInt(e.info.Size(), 10)))
+		owners = max(owners, len(e.ownerText()))
 	}
 	for _, e := range entries {
-		_, err := fmt.Fprintf(w, "%s %*d %s %s\n", modeString(e.info.Mode()), width, e.info.Size(), lsTime(e.info.ModTime(), now), e.name)
+		name := escapeText(e.name)
+		if e.target != "" {
+			name += " -> " + escapeText(e.target)
+		}
+		_, err := fmt.Fprintf(w, "%s %-*s %*d %s %s\n", modeString(e.info.Mode()), owners, e.ownerText(), width, e.info.Size(), lsTime(e.info.ModTime(), now), name)
 		if err != nil {
 			return err
 		}
@@ -150,4 +339,29 @@ func modeString(m fs.FileMode) string {
 	special(6, m&fs.ModeSetgid != 0, 's', 'S')
 	special(9, m&fs.ModeSticky != 0, 't', 'T')
 	return string(b)
+}
+
+// ownerText is the owner column: names where the server gave them, else the ids.
+func (e listEntry) ownerText() string {
+	if e.owner != "" {
+		return e.owner
+	}
+	return owner(e.info)
+}
+
+// owner is "uid gid" when the server sent them, else "-".
+func owner(fi fs.FileInfo) string {
+	if a, ok := fi.Sys().(*sftp.FileAttrs); ok && a.Flags&2 != 0 {
+		return strconv.FormatUint(uint64(a.UID), 10) + " " + strconv.FormatUint(uint64(a.GID), 10)
+	}
+	return "-"
+}
+
+// describe turns a missing path into the message a user wants: which name they gave
+// does not exist.
+func describe(err error, p string) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no such file or directory: %s", p)
+	}
+	return err
 }

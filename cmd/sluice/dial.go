@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,8 +38,10 @@ var localSFTPServers = []string{
 // local server process.
 type session struct {
 	client *sftp.Client
-	ssh    *ssh.Client // nil for a local server
-	proc   *exec.Cmd   // nil over SSH
+	ssh    *ssh.Client   // nil for a local server
+	hops   []*ssh.Client // the ProxyJump hosts, nearest first
+	alive  func()        // stops the ServerAliveInterval probes; nil without
+	proc   *exec.Cmd     // nil over SSH
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
 	local bool
@@ -61,6 +60,12 @@ func (s *session) Close() error {
 			// The connection's own Close error ("use of closed network connection"
 			// when the server went first) says nothing about the user's files.
 			_ = s.ssh.Close()
+		}
+		if s.alive != nil {
+			s.alive()
+		}
+		for i := len(s.hops) - 1; i >= 0; i-- {
+			_ = s.hops[i].Close()
 		}
 		if s.proc != nil {
 			err = errors.Join(err, waitServer(s.proc))
@@ -109,8 +114,11 @@ func (nopWriteCloser) Close() error { return nil }
 
 // connect reaches the server for r: the -D command, a local sftp-server for a bare
 // path, or SSH.
-func connect(ctx context.Context, cfg *config, r remote, stderr io.Writer) (*session, error) {
+func (a *app) connect(ctx context.Context, r remote) (*session, error) {
+	cfg, stderr := a.cfg, a.stderr
 	switch {
+	case a.testDial != nil:
+		return a.testDial(ctx)
 	case cfg.serverCmd != "":
 		return startServer(ctx, cfg, splitCommand(cfg.serverCmd), stderr, false)
 	case !r.hasHost():
@@ -121,7 +129,7 @@ func connect(ctx context.Context, cfg *config, r remote, stderr io.Writer) (*ses
 		}
 		return startServer(ctx, cfg, []string{p}, stderr, true)
 	default:
-		return dialSSH(ctx, cfg, r, stderr)
+		return a.dialSSH(ctx, r)
 	}
 }
 
@@ -158,7 +166,12 @@ func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writ
 	}
 	ictx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	client, err := sftp.NewClientPipe(ictx, rd, w, cfg.clientOptions()...)
+	var in io.Reader = rd
+	var out io.WriteCloser = w
+	if cfg.limit > 0 {
+		in, out = &limitedReader{rd, newLimiter(cfg.limit)}, &limitedWriteCloser{w, newLimiter(cfg.limit)}
+	}
+	client, err := sftp.NewClientPipe(ictx, in, out, cfg.clientOptions()...)
 	if err != nil {
 		_ = w.Close()
 		_ = cmd.Process.Kill()
@@ -186,89 +199,4 @@ func waitServer(cmd *exec.Cmd) error {
 		<-done
 		return fmt.Errorf("server %s did not exit after its input was closed; killed it", cmd.Path)
 	}
-}
-
-// loginUser is the SSH user: from REMOTE, else -l, else $USER, else the account
-// this process runs as.
-func loginUser(cfg *config, r remote) (string, error) {
-	for _, u := range []string{r.User, cfg.user, os.Getenv("USER")} {
-		if u != "" {
-			return u, nil
-		}
-	}
-	u, err := user.Current()
-	if err != nil {
-		return "", fmt.Errorf("no SSH user: give user@host or -l (%v)", err)
-	}
-	return u.Username, nil
-}
-
-// dialSSH connects, checks the host key, authenticates and starts SFTP. ctx cancels
-// every step.
-func dialSSH(ctx context.Context, cfg *config, r remote, stderr io.Writer) (*session, error) {
-	port := 22
-	if cfg.port != 0 {
-		port = cfg.port
-	}
-	if r.Port != 0 {
-		port = r.Port
-	}
-	addr := net.JoinHostPort(r.Host, strconv.Itoa(port))
-	login, err := loginUser(cfg, r)
-	if err != nil {
-		return nil, err
-	}
-	hk, err := loadHostKeys(cfg)
-	if err != nil {
-		return nil, err
-	}
-	auth, err := newAuth(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer auth.close()
-
-	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
-	}
-	check := hk.checker(addr, nc.RemoteAddr(), cfg.acceptUnknown, stderr)
-	sc := &ssh.ClientConfig{
-		User:              login,
-		Auth:              auth.methods(),
-		HostKeyCallback:   check.callback,
-		HostKeyAlgorithms: check.algorithms,
-		Timeout:           connectTimeout,
-	}
-	if cfg.cipher != "" {
-		sc.Ciphers = []string{cfg.cipher}
-	}
-	// ssh.NewClientConn has no context: closing the socket is what interrupts it.
-	stop := context.AfterFunc(dctx, func() { _ = nc.Close() })
-	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, sc)
-	if !stop() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-		return nil, fmt.Errorf("connecting to %s: %w", addr, context.Cause(dctx))
-	}
-	if err != nil {
-		_ = nc.Close()
-		if check.err != nil {
-			return nil, check.err // the clear host key message, not x/crypto's wrapping
-		}
-		return nil, fmt.Errorf("SSH to %s as %s: %w%s", addr, login, err, check.handshakeHint())
-	}
-	sshc := ssh.NewClient(conn, chans, reqs)
-	ictx, icancel := context.WithTimeout(ctx, connectTimeout)
-	defer icancel()
-	client, err := sftp.NewClient(ictx, sshc, cfg.clientOptions()...)
-	if err != nil {
-		_ = sshc.Close()
-		return nil, fmt.Errorf("starting SFTP on %s: %w", addr, err)
-	}
-	return &session{client: client, ssh: sshc}, nil
 }

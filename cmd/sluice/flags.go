@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -23,6 +24,11 @@ type config struct {
 	serverCmd        string     // -D
 	inflight, packet int        // 0: the library's default
 	channels         int
+	configFile       string        // -F: the ssh_config file, "none" for none
+	jump             string        // -J: ProxyJump hosts
+	options          stringList    // -o Keyword=value
+	limit            int64         // --limit: bytes per second, 0 for none
+	timeout          time.Duration // --timeout: bound on each metadata call
 
 	// set records the flags given anywhere on the command line, so that flags which
 	// only make sense for SSH can be refused when there is no host.
@@ -31,7 +37,7 @@ type config struct {
 
 // sshOnlyFlags are meaningless without a host; giving one with a bare path almost
 // always means a forgotten "host:", so it is a usage error rather than ignored.
-var sshOnlyFlags = []string{"i", "known-hosts", "insecure-accept-unknown-host", "P", "l", "c"}
+var sshOnlyFlags = []string{"i", "known-hosts", "insecure-accept-unknown-host", "P", "l", "c", "F", "J", "o"}
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -80,17 +86,27 @@ func (c *config) checkCipher() error {
 
 // register adds the shared flags to fs.
 func (c *config) register(fs *flag.FlagSet) {
-	fs.Var(&c.identities, "i", "private key `file` for SSH (repeatable; default ~/.ssh/id_*); ssh-agent keys are offered too")
+	fs.StringVar(&c.configFile, "F", "", "ssh_config `file` (default ~/.ssh/config, then /etc/ssh/ssh_config; none for none)")
+	fs.StringVar(&c.jump, "J", "", "jump through `[user@]host[:port][,...]` (ProxyJump)")
+	fs.Var(&c.options, "o", "ssh_config `Keyword=value`, winning over the files (repeatable)")
+	fs.Var(&c.identities, "i", "private key `file` for SSH (repeatable; default IdentityFile, ~/.ssh/id_*); ssh-agent keys are offered too")
 	fs.StringVar(&c.knownHosts, "known-hosts", "", "known_hosts `file` to check the host key against (default ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts)")
-	fs.BoolVar(&c.acceptUnknown, "insecure-accept-unknown-host", false, "connect to a host whose key is not in known_hosts (a changed key is still refused)")
-	fs.Var(positiveInt{p: &c.port, max: 65535}, "P", "SSH `port` (default 22; a port in REMOTE wins)")
-	fs.StringVar(&c.user, "l", "", "SSH `user` (default $USER; a user in REMOTE wins)")
+	fs.BoolVar(&c.acceptUnknown, "insecure-accept-unknown-host", false, "connect to a host whose key is not in known_hosts without saving it (a changed key is still refused)")
+	fs.Var(positiveInt{p: &c.port, max: 65535}, "P", "SSH `port` (default Port from ssh_config, else 22; a port in an sftp:// REMOTE wins)")
+	fs.StringVar(&c.user, "l", "", "SSH `user` (default User from ssh_config, else $USER; a user in REMOTE wins); in ls, -l is the long listing")
 	fs.StringVar(&c.cipher, "c", "", "SSH `cipher`, e.g. aes128-gcm@openssh.com")
 	fs.StringVar(&c.serverCmd, "D", "", "run `command` locally and speak SFTP over its stdin/stdout instead of SSH;\nREMOTE is then a path on it (e.g. -D '/usr/lib/openssh/sftp-server -R')")
 	fs.Var(positiveInt{p: &c.inflight}, "inflight", "requests in flight per transfer (`n`, default 64)")
 	fs.Var(positiveInt{p: &c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
 	fs.Var(positiveInt{p: &c.channels}, "channels", "SFTP channels to stripe large transfers over (`n`, default 4)")
+	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
+	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) after `duration`; 0 for never")
 }
+
+// defaultOpTimeout bounds a metadata call: long enough for a listing of a very large
+// directory over a slow link, short enough that a server that never finishes one
+// does not hold a script forever.
+const defaultOpTimeout = 2 * time.Minute
 
 // newFlagSet returns a FlagSet for name that reports errors instead of exiting and
 // writes nothing by itself: run decides where usage goes.
@@ -108,71 +124,43 @@ func (c *config) recordSet(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 }
 
-const usageHead = `sluice copies files to and from SFTP servers, fast.
+// parseAnywhere parses args with fs, taking flags anywhere among the operands, as
+// modern tools do; "--" ends the flags, and everything after it is an operand. It
+// returns the operands in order.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var operands []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" && !takesValue(fs, args, used-1) {
+			return append(operands, rest...), nil
+		}
+		if len(rest) == 0 {
+			return operands, nil
+		}
+		operands = append(operands, rest[0])
+		args = rest[1:]
+	}
+}
 
-Usage:
-  sluice [flags] put [put flags] LOCAL REMOTE   upload a file, or a directory with -r
-  sluice [flags] get [get flags] REMOTE LOCAL   download a file, or a directory with -r
-  sluice [flags] ls REMOTE                      list a directory or show one file
-  sluice [flags] rm REMOTE                      remove a file or an empty directory
-  sluice [flags] mkdir [-p] REMOTE              make a directory (-p: and its parents)
-
-Flags go before the operands. The shared flags (listed at the end) may come before or
-after the command name; a command's own flags come after it.
-
-put and get copy into REMOTE or LOCAL when it is an existing directory. Each file is
-written under a .sluice-part name and renamed into place when complete, so a file is
-replaced whole or not at all, and -a can continue it after an interruption. On a
-terminal a progress line is shown; a summary line follows in any case (unless -q).
-
-put and get flags:
-`
-
-const usageShared = `
-REMOTE is a path on an SSH server, in scp's syntax with an optional port:
-  [user@]host[:port]:path        e.g. alice@example.com:2222:/srv/in
-  [user@][ipv6][:port]:path      e.g. root@[::1]:2222:/tmp/x
-Digits and ':' right after the host are the port: write host:./123:x for a path "123:x".
-A path relative to the login directory is fine (host:data.bin); host:. is that directory.
-
-Without a host (no ':' before the first '/'), or with -D, REMOTE is a plain path and no
-SSH is involved: sluice starts /usr/lib/openssh/sftp-server (or the -D command) locally
-and talks SFTP over its stdin and stdout. Handy for trying sluice out.
-
-Host keys are checked against known_hosts; an unknown host is refused unless
--insecure-accept-unknown-host is given, and a changed key is always refused.
-
-Shared flags:
-`
-
-const usageTail = `
-Examples:
-  sluice put big.bin alice@example.com:/srv/in/
-  sluice put -r -p -j 32 photos example.com:backup/   (a tree, 32 files at a time)
-  sluice get -a example.com:/srv/big.iso .            (continue an interrupted get)
-  sluice -P 2222 -i ~/.ssh/id_ed25519 get example.com:logs/app.log .
-  sluice -c aes128-gcm@openssh.com -inflight 128 get root@[::1]:2222:/tmp/x ./x
-  sluice ls example.com:/var/tmp
-  sluice mkdir -p example.com:backups/2024/06
-  sluice put notes.txt /tmp/notes-copy.txt           (no host: local sftp-server)
-  sluice -D '/usr/lib/openssh/sftp-server -R' ls /etc
-
-Exit status: 0 on success, 1 when an operation failed, 2 on a usage error.
-`
-
-// printUsage writes the full help, with the shared flags' defaults.
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, usageHead)
-	var x xferFlags
-	xfs := newFlagSet("put")
-	x.register(xfs)
-	xfs.SetOutput(w)
-	xfs.PrintDefaults()
-	fmt.Fprint(w, usageShared)
-	var c config
-	fs := newFlagSet("sluice")
-	c.register(fs)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fmt.Fprint(w, usageTail)
+// takesValue reports whether args[i] is the value of the flag before it ("-o --"),
+// rather than the end of the flags.
+func takesValue(fs *flag.FlagSet, args []string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	prev := strings.TrimLeft(args[i-1], "-")
+	if !strings.HasPrefix(args[i-1], "-") || strings.Contains(prev, "=") {
+		return false
+	}
+	f := fs.Lookup(prev)
+	if f == nil {
+		return false
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return false
+	}
+	return true
 }

@@ -48,11 +48,12 @@ func TestPrintLongAligns(t *testing.T) {
 	var buf bytes.Buffer
 	mt := time.Date(2020, 3, 4, 5, 6, 0, 0, time.Local)
 	err := printLong(&buf, []listEntry{
-		{fakeInfo{size: 5, mode: 0o600, mtime: mt}, "a"},
-		{fakeInfo{size: 123456, mode: fs.ModeDir | 0o755, mtime: mt}, "dir"},
+		{info: fakeInfo{size: 5, mode: 0o600, mtime: mt}, name: "a"},
+		{info: fakeInfo{size: 123456, mode: fs.ModeDir | 0o755, mtime: mt}, name: "dir"},
+		{info: fakeInfo{size: 1, mode: fs.ModeSymlink | 0o777, mtime: mt}, name: "ln", target: "a"},
 	}, mt.AddDate(0, 1, 0))
 	require.NoError(t, err)
-	require.Equal(t, "-rw-------      5 Mar  4 05:06 a\ndrwxr-xr-x 123456 Mar  4 05:06 dir\n", buf.String())
+	require.Equal(t, "-rw------- -      5 Mar  4 05:06 a\ndrwxr-xr-x - 123456 Mar  4 05:06 dir\nlrwxrwxrwx -      1 Mar  4 05:06 ln -> a\n", buf.String())
 }
 
 type fakeInfo struct {

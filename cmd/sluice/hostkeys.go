@@ -20,23 +20,19 @@ import (
 type hostKeyDB struct {
 	files   []string // loaded
 	missing []string // named but absent: every host is unknown to them
+	write   string   // where a newly accepted key goes: the first user file
 	cb      ssh.HostKeyCallback
 }
 
-// loadHostKeys reads -known-hosts, or OpenSSH's two default files. Missing files are
-// not an error (a new user has none); every host is then unknown.
-func loadHostKeys(cfg *config) (*hostKeyDB, error) {
-	var names []string
-	if cfg.knownHosts != "" {
-		names = []string{expandHome(cfg.knownHosts)}
-	} else {
-		if home, err := os.UserHomeDir(); err == nil {
-			names = append(names, filepath.Join(home, ".ssh", "known_hosts"))
-		}
-		names = append(names, "/etc/ssh/ssh_known_hosts")
-	}
+// loadHostKeys reads the known_hosts files of hc: the user's (UserKnownHostsFile or
+// -known-hosts) and the system's. Missing files are not an error (a new user has none);
+// every host is then unknown.
+func loadHostKeys(hc *hostConfig) (*hostKeyDB, error) {
 	db := &hostKeyDB{}
-	for _, n := range names {
+	if len(hc.knownHosts) > 0 {
+		db.write = hc.knownHosts[0]
+	}
+	for _, n := range append(slices.Clone(hc.knownHosts), hc.globalKnown...) {
 		_, err := os.Stat(n)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -60,9 +56,10 @@ func loadHostKeys(cfg *config) (*hostKeyDB, error) {
 // hostCheck verifies one connection's host key. err keeps the reason for a refusal,
 // because x/crypto wraps the callback's error in handshake noise.
 type hostCheck struct {
-	db            *hostKeyDB
-	acceptUnknown bool
-	warn          io.Writer
+	db     *hostKeyDB
+	hc     *hostConfig
+	prompt *prompter
+	warn   io.Writer
 
 	// algorithms restricts the host key types the client asks for to those
 	// known_hosts lists for this host. Without it x/crypto prefers ECDSA, and a host
@@ -76,8 +73,8 @@ type hostCheck struct {
 // probeKey matches no known_hosts line; checking it lists the host's known keys.
 var probeKey, _ = ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
 
-func (db *hostKeyDB) checker(addr string, remoteAddr net.Addr, acceptUnknown bool, warn io.Writer) *hostCheck {
-	c := &hostCheck{db: db, acceptUnknown: acceptUnknown, warn: warn}
+func (db *hostKeyDB) checker(addr string, remoteAddr net.Addr, hc *hostConfig, p *prompter, warn io.Writer) *hostCheck {
+	c := &hostCheck{db: db, hc: hc, prompt: p, warn: warn}
 	if db.cb == nil {
 		return c
 	}
@@ -133,15 +130,97 @@ func (c *hostCheck) check(hostname string, remoteAddr net.Addr, key ssh.PublicKe
 			"If the change is expected, remove the old line from known_hosts",
 			host, offered, strings.Join(had, "; "))
 	case err == nil || errors.As(err, &ke):
-		if c.acceptUnknown {
-			fmt.Fprintf(c.warn, "sluice: warning: accepting unknown host %s with key %s (-insecure-accept-unknown-host; not saved)\n", host, offered)
-			return nil
-		}
-		return fmt.Errorf("unknown host %s: its key %s is not in %s; "+
-			"check the fingerprint and add the key to known_hosts (e.g. ssh-keyscan), "+
-			"or pass -insecure-accept-unknown-host", host, offered, c.db.describe())
+		return c.unknown(host, offered, key)
 	default:
 		return fmt.Errorf("checking the host key of %s: %w", host, err)
+	}
+}
+
+// unknown decides about a host known_hosts does not list, by StrictHostKeyChecking:
+// yes refuses, accept-new and no accept and record the key, ask asks on the terminal
+// (and refuses without one). -insecure-accept-unknown-host accepts without recording.
+func (c *hostCheck) unknown(host, offered string, key ssh.PublicKey) error {
+	if c.hc.insecure {
+		fmt.Fprintf(c.warn, "sluice: warning: accepting unknown host %s with key %s (-insecure-accept-unknown-host; not saved)\n", host, offered)
+		return nil
+	}
+	switch c.hc.strict {
+	case "accept-new", "no":
+		return c.record(host, key)
+	case "ask":
+		if c.prompt.usable() {
+			c.prompt.say(fmt.Sprintf("The authenticity of host '%s' can't be established.\n%s key fingerprint is %s.\n",
+				host, keyName(key), ssh.FingerprintSHA256(key)))
+			for {
+				ans, err := c.prompt.line("Are you sure you want to continue connecting (yes/no/[fingerprint])? ")
+				if err != nil {
+					return err
+				}
+				switch ans = strings.TrimSpace(ans); {
+				case strings.EqualFold(ans, "yes") || ans == ssh.FingerprintSHA256(key):
+					return c.record(host, key)
+				case strings.EqualFold(ans, "no"):
+					return fmt.Errorf("host key of %s not accepted", host)
+				}
+				c.prompt.say("Please type 'yes', 'no' or the fingerprint: ")
+			}
+		}
+	}
+	return fmt.Errorf("unknown host %s: its key %s is not in %s; "+
+		"check the fingerprint and accept it with -o StrictHostKeyChecking=accept-new "+
+		"(or answer the prompt on a terminal), or add it with ssh-keyscan", host, offered, c.db.describe())
+}
+
+// record appends key for host to the user's known_hosts in OpenSSH's format, hashed
+// when HashKnownHosts is set, creating the file (and ~/.ssh) if needed.
+func (c *hostCheck) record(host string, key ssh.PublicKey) error {
+	if c.db.write == "" {
+		return fmt.Errorf("no known_hosts file to record the key of %s in (UserKnownHostsFile none)", host)
+	}
+	name := host
+	if c.hc.hashKnownHosts {
+		name = knownhosts.HashHostname(host)
+	}
+	line := knownhosts.Line([]string{name}, key) + "\n"
+	if err := os.MkdirAll(filepath.Dir(c.db.write), 0o700); err != nil {
+		return fmt.Errorf("recording the host key: %w", err)
+	}
+	f, err := os.OpenFile(c.db.write, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording the host key: %w", err)
+	}
+	// A file whose last line lacks its newline would have the new line glued on.
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		last := make([]byte, 1)
+		if r, err := os.Open(c.db.write); err == nil {
+			if _, err := r.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+				line = "\n" + line
+			}
+			r.Close()
+		}
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("recording the host key in %s: %w", c.db.write, err)
+	}
+	fmt.Fprintf(c.warn, "sluice: warning: permanently added %s (%s) to the list of known hosts in %s\n", host, keyName(key), c.db.write)
+	return nil
+}
+
+// keyName is OpenSSH's short name for a key type: ED25519, ECDSA, RSA.
+func keyName(k ssh.PublicKey) string {
+	switch t := k.Type(); {
+	case t == ssh.KeyAlgoED25519:
+		return "ED25519"
+	case strings.HasPrefix(t, "ecdsa-"):
+		return "ECDSA"
+	case t == ssh.KeyAlgoRSA:
+		return "RSA"
+	default:
+		return t
 	}
 }
 

@@ -55,12 +55,12 @@ func TestHostKeyCheck(t *testing.T) {
 		knownhosts.Line([]string{addr}, good),
 		knownhosts.Line([]string{"example.org"}, other),
 	)
-	db, err := loadHostKeys(&config{knownHosts: file})
+	db, err := loadHostKeys(&hostConfig{knownHosts: []string{file}, strict: "yes"})
 	require.NoError(t, err)
 
 	check := func(key ssh.PublicKey, accept bool) (*hostCheck, string, error) {
 		var warn bytes.Buffer
-		c := db.checker(addr, remoteAddr, accept, &warn)
+		c := db.checker(addr, remoteAddr, &hostConfig{strict: "yes", insecure: accept}, &prompter{}, &warn)
 		err := c.callback(addr, remoteAddr, key)
 		return c, warn.String(), err
 	}
@@ -81,18 +81,18 @@ func TestHostKeyCheck(t *testing.T) {
 	}
 
 	// A host known_hosts does not list.
-	unknownDB, err := loadHostKeys(&config{knownHosts: knownHostsFile(t, knownhosts.Line([]string{"example.org"}, other))})
+	unknownDB, err := loadHostKeys(&hostConfig{knownHosts: []string{knownHostsFile(t, knownhosts.Line([]string{"example.org"}, other))}})
 	require.NoError(t, err)
-	c = unknownDB.checker(addr, remoteAddr, false, &bytes.Buffer{})
+	c = unknownDB.checker(addr, remoteAddr, &hostConfig{strict: "ask"}, &prompter{}, &bytes.Buffer{})
 	require.Empty(t, c.algorithms, "no restriction for an unknown host")
 	err = c.callback(addr, remoteAddr, ec)
 	require.ErrorContains(t, err, "unknown host [127.0.0.1]:2222")
 	require.ErrorContains(t, err, ssh.FingerprintSHA256(ec))
-	require.ErrorContains(t, err, "-insecure-accept-unknown-host")
+	require.ErrorContains(t, err, "StrictHostKeyChecking=accept-new")
 	require.Equal(t, err, c.err, "the refusal is kept for the message")
 
 	var warnBuf bytes.Buffer
-	c = unknownDB.checker(addr, remoteAddr, true, &warnBuf)
+	c = unknownDB.checker(addr, remoteAddr, &hostConfig{strict: "ask", insecure: true}, &prompter{}, &warnBuf)
 	require.NoError(t, c.callback(addr, remoteAddr, ec))
 	require.Contains(t, warnBuf.String(), "sluice: warning: accepting unknown host [127.0.0.1]:2222")
 	require.Contains(t, warnBuf.String(), ssh.FingerprintSHA256(ec))
@@ -101,9 +101,9 @@ func TestHostKeyCheck(t *testing.T) {
 func TestHostKeyMissingFile(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "nope")
-	db, err := loadHostKeys(&config{knownHosts: missing})
+	db, err := loadHostKeys(&hostConfig{knownHosts: []string{missing}})
 	require.NoError(t, err)
-	c := db.checker("h:22", &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 22}, false, &bytes.Buffer{})
+	c := db.checker("h:22", &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 22}, &hostConfig{strict: "yes"}, &prompter{}, &bytes.Buffer{})
 	err = c.callback("h:22", &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 22}, newEd25519Key(t))
 	require.ErrorContains(t, err, "unknown host h:")
 	require.ErrorContains(t, err, missing+" (which does not exist)")
@@ -113,16 +113,16 @@ func TestHostKeyRevoked(t *testing.T) {
 	t.Parallel()
 	bad := newEd25519Key(t)
 	file := knownHostsFile(t, "@revoked * "+string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(bad))))
-	db, err := loadHostKeys(&config{knownHosts: file})
+	db, err := loadHostKeys(&hostConfig{knownHosts: []string{file}, strict: "yes"})
 	require.NoError(t, err)
 	ra := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}
-	err = db.checker("h:22", ra, true, &bytes.Buffer{}).callback("h:22", ra, bad)
+	err = db.checker("h:22", ra, &hostConfig{strict: "no", insecure: true}, &prompter{}, &bytes.Buffer{}).callback("h:22", ra, bad)
 	require.ErrorContains(t, err, "@revoked in "+file+":1")
 }
 
 func TestHostKeyBadFile(t *testing.T) {
 	t.Parallel()
-	_, err := loadHostKeys(&config{knownHosts: knownHostsFile(t, "h ssh-ed25519 not-base64!")})
+	_, err := loadHostKeys(&hostConfig{knownHosts: []string{knownHostsFile(t, "h ssh-ed25519 not-base64!")}})
 	require.ErrorContains(t, err, "reading known_hosts")
 }
 
@@ -139,9 +139,9 @@ func TestHostKeyAlgorithms(t *testing.T) {
 		knownhosts.Line([]string{addr}, newECDSAKey(t)),
 		knownhosts.Line([]string{addr}, newEd25519Key(t)),
 	)
-	db, err := loadHostKeys(&config{knownHosts: file})
+	db, err := loadHostKeys(&hostConfig{knownHosts: []string{file}, strict: "yes"})
 	require.NoError(t, err)
-	c := db.checker(addr, ra, false, &bytes.Buffer{})
+	c := db.checker(addr, ra, &hostConfig{strict: "yes"}, &prompter{}, &bytes.Buffer{})
 	require.Equal(t, []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256}, c.algorithms)
 	require.Contains(t, c.handshakeHint(), "ssh-ed25519, ecdsa-sha2-nistp256")
 }

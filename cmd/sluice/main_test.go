@@ -27,10 +27,21 @@ type result struct {
 // runCLI runs the command in-process, as main would without the exit.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
+	return runApp(t, nil, args...)
+}
+
+// runApp is runCLI with the app's test hooks set by hook first.
+func runApp(t *testing.T, hook func(a *app), args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	var out, errb bytes.Buffer
-	code := run(ctx, args, &out, &errb)
+	var out bytes.Buffer
+	var errb lockedBuffer
+	a := newApp(&out, &errb)
+	if hook != nil {
+		hook(a)
+	}
+	code := a.run(ctx, args)
 	return result{code, out.String(), errb.String()}
 }
 

@@ -46,17 +46,19 @@ type display struct {
 	// own report replaces it with the library's exact name.
 	dst string
 
-	mu      sync.Mutex
-	began   time.Time
-	drawnAt time.Time // also the start of the first throttle interval
-	drawn   bool      // a status line is on the screen
-	samples []sample  // for the rate: at began and at each drawing, the last rateWindow
-	last    sftp.Progress
-	events  bool            // any report arrived
-	tree    bool            // a report named a file other than src
-	active  map[string]bool // files started and not yet ended
-	resumed int64           // bytes that part files already held when their files started
-	done    bool            // finish has run: draw no more
+	mu           sync.Mutex
+	began        time.Time
+	drawnAt      time.Time // also the start of the first throttle interval
+	drawn        bool      // a status line is on the screen
+	samples      []sample  // for the rate: at began and at each drawing, the last rateWindow
+	last         sftp.Progress
+	events       bool            // any report arrived
+	tree         bool            // a report named a file other than src
+	active       map[string]bool // files started and not yet ended
+	resumed      int64           // bytes that part files already held when their files started, and skipped files' bytes
+	skipped      int             // files --sync left alone
+	skippedBytes int64           // their bytes, part of resumed
+	done         bool            // finish has run: draw no more
 
 	stopTick chan struct{}
 	tickDone chan struct{}
@@ -83,6 +85,12 @@ func (d *display) update(p sftp.Progress) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ended := p.Done || p.Err != nil
+	if p.Skipped {
+		// Up to date already: its bytes count in the total, not in the rate.
+		d.skipped++
+		d.resumed += p.Bytes
+		d.skippedBytes += p.Bytes
+	}
 	if !d.active[p.Path] && !ended {
 		// A file's first report: its bytes were in its part file already, and are not
 		// part of the rate.
@@ -195,9 +203,9 @@ func (d *display) status(rate float64, cols int) string {
 	if d.tree {
 		head = fmt.Sprintf("%d/%d files", p.Files, p.FilesTotal)
 	} else if d.op == "get" {
-		head = path.Base(p.Path)
+		head = escapeText(path.Base(p.Path))
 	} else {
-		head = filepath.Base(p.Path)
+		head = escapeText(filepath.Base(p.Path))
 	}
 	rateStr := "- B/s"
 	if rate >= 0 {
@@ -257,8 +265,11 @@ func (d *display) summary(now time.Time) string {
 		rate = float64(d.moved()) / (1 << 20) / secs
 	}
 	what := fmt.Sprintf("%d bytes", d.last.TotalBytes)
-	if d.resumed > 0 {
-		what += fmt.Sprintf(" (%d resumed)", d.resumed)
+	if r := d.resumed - d.skippedBytes; r > 0 {
+		what += fmt.Sprintf(" (%d resumed)", r)
+	}
+	if d.skipped > 0 {
+		what += fmt.Sprintf(", %d unchanged skipped", d.skipped)
 	}
 	// A single file always reports; a successful transfer without any report was a
 	// tree without files.
@@ -269,7 +280,8 @@ func (d *display) summary(now time.Time) string {
 		}
 		what = fmt.Sprintf("%d %s, %s", d.last.Files, noun, what)
 	}
-	return fmt.Sprintf("%s %s -> %s: %s in %.2f s, %.1f MiB/s", d.op, d.src, d.dst, what, secs, rate)
+	// src and dst may hold server names: escaped like everything else printed.
+	return escapeText(fmt.Sprintf("%s %s -> %s: %s in %.2f s, %.1f MiB/s", d.op, d.src, d.dst, what, secs, rate))
 }
 
 // formatBytes gives n in binary units with one decimal, e.g. "999 B", "1.5 KiB".

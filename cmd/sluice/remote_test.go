@@ -31,30 +31,42 @@ func TestParseRemote(t *testing.T) {
 		{in: "host:/a@b", want: remote{Host: "host", Path: "/a@b"}},
 		{in: "127.0.0.1:/tmp/x", want: remote{Host: "127.0.0.1", Path: "/tmp/x"}},
 
-		// Port.
-		{in: "host:2222:/tmp/x", want: remote{Host: "host", Port: 2222, Path: "/tmp/x"}},
-		{in: "root@127.0.0.1:2222:rel", want: remote{User: "root", Host: "127.0.0.1", Port: 2222, Path: "rel"}},
+		// The old host:port:path form is refused, saying what to write instead.
+		{in: "host:2222:/tmp/x", wantErr: "write sftp://host:2222/tmp/x"},
+		{in: "root@127.0.0.1:2222:rel", wantErr: "-P 2222 or write sftp://root@127.0.0.1:2222/~/rel"},
+		{in: "host:2222:", wantErr: "host:port:path is not read"},
 		{in: "host:./2222:x", want: remote{Host: "host", Path: "./2222:x"}},
 		{in: "host:2222", want: remote{Host: "host", Path: "2222"}}, // no second ':' -> a path
 		{in: "host:22a:x", want: remote{Host: "host", Path: "22a:x"}},
 
+		// sftp:// URIs, as OpenSSH's sftp and scp take them.
+		{in: "sftp://host/srv/in", want: remote{Host: "host", Path: "/srv/in"}},
+		{in: "sftp://alice@host:2222/srv/in/", want: remote{User: "alice", Host: "host", Port: 2222, Path: "/srv/in/"}},
+		{in: "SFTP://host", want: remote{Host: "host", Path: "."}},
+		{in: "sftp://host/~/notes.txt", want: remote{Host: "host", Path: "notes.txt"}},
+		{in: "sftp://host/~", want: remote{Host: "host", Path: "."}},
+		{in: "sftp://[::1]:22/tmp/x", want: remote{Host: "::1", Port: 22, Path: "/tmp/x"}},
+		{in: "sftp://bob;fingerprint=SHA256-x@host/x", want: remote{User: "bob", Host: "host", Path: "/x"}},
+		{in: "sftp://host/a%20b", want: remote{Host: "host", Path: "/a b"}},
+		{in: "sftp://bob:pw@host/x", wantErr: "password in the URI"},
+		{in: "sftp://host:0/x", wantErr: "out of range"},
+		{in: "sftp:///x", wantErr: "missing host"},
+		{in: "sftp://host/x?y=1", wantErr: "no ?query"},
+
 		// IPv6 in brackets.
 		{in: "[::1]:/tmp/x", want: remote{Host: "::1", Path: "/tmp/x"}},
-		{in: "[::1]:2222:/tmp/x", want: remote{Host: "::1", Port: 2222, Path: "/tmp/x"}},
-		{in: "root@[fe80::1%eth0]:22:p", want: remote{User: "root", Host: "fe80::1%eth0", Port: 22, Path: "p"}},
+		{in: "[::1]:2222:/tmp/x", wantErr: "sftp://[::1]:2222/tmp/x"},
+		{in: "root@[fe80::1%eth0]:p", want: remote{User: "root", Host: "fe80::1%eth0", Path: "p"}},
 
 		// Errors.
 		{in: "", wantErr: "empty REMOTE"},
-		{in: "host:", wantErr: "missing path"},
-		{in: "user@host:", wantErr: "missing path"},
-		{in: "host:2222:", wantErr: "missing path"},
-		{in: "[::1]:", wantErr: "missing path"},
+		{in: "host:", want: remote{Host: "host", Path: "."}},
+		{in: "user@host:", want: remote{User: "user", Host: "host", Path: "."}},
+		{in: "[::1]:", want: remote{Host: "::1", Path: "."}},
 		{in: ":path", wantErr: "missing host"},
 		{in: "user@:path", wantErr: "missing host"},
 		{in: "@host:path", wantErr: "empty user"},
-		{in: "host:0:/x", wantErr: "out of range"},
-		{in: "host:65536:/x", wantErr: "out of range"},
-		{in: "host:99999999999999999999:/x", wantErr: "out of range"},
+		{in: "host:0:/x", wantErr: "-P 0"},
 		{in: "[::1", wantErr: "missing ']'"},
 		{in: "[]:/x", wantErr: "empty host"},
 		{in: "[::1]/x", wantErr: "want ':'"},

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -35,18 +36,18 @@ func TestSSHPutGetLs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, got)
 
-	// The port in REMOTE instead of -P, the user from -l.
+	// The port in an sftp:// URI instead of -P, the user from -l.
 	back := filepath.Join(dir, "back.bin")
 	r = runCLI(t, "-i", s.KeyFile, "-known-hosts", s.KnownHostsFile, "-l", s.User,
-		"get", "127.0.0.1:"+strconv.Itoa(s.Port)+":"+remote, back)
+		"get", "sftp://127.0.0.1:"+strconv.Itoa(s.Port)+remote, back)
 	requireOK(t, r)
 	got, err = os.ReadFile(back)
 	require.NoError(t, err)
 	require.Equal(t, data, got)
 
-	r = runCLI(t, append(sshArgs(s, s.KnownHostsFile), "ls", remoteOn(s, dir))...)
+	r = runCLI(t, append(sshArgs(s, s.KnownHostsFile), "ls", "-l", remoteOn(s, dir))...)
 	requireOK(t, r)
-	require.Regexp(t, `(?m)^-rw-r--r-- +2097159 .* remote\.bin$`, r.stdout)
+	require.Regexp(t, `(?m)^-rw-r--r-- `+regexp.QuoteMeta(ownerNames(t))+` +2097159 .* remote\.bin$`, r.stdout)
 }
 
 // Trees over SSH: into an existing remote directory, whose name the CLI resolves with
@@ -83,7 +84,7 @@ func TestSSHHostKeyRefusals(t *testing.T) {
 	r := runCLI(t, append(sshArgs(s, unknown), "ls", target)...)
 	require.Equal(t, exitFail, r.code)
 	require.Contains(t, r.stderr, "sluice: unknown host [127.0.0.1]:"+strconv.Itoa(s.Port))
-	require.Contains(t, r.stderr, "-insecure-accept-unknown-host")
+	require.Contains(t, r.stderr, "StrictHostKeyChecking=accept-new")
 	require.Empty(t, r.stdout)
 
 	// Accepted on request, with a warning.

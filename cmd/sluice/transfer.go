@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sftp"
@@ -18,8 +21,9 @@ const maxParallel = 1024
 
 // xferFlags are put's and get's own flags.
 type xferFlags struct {
-	recursive, resume, preserve, fsync, quiet bool
-	parallel                                  int // 0: the library's default
+	recursive, resume, preserve, fsync, quiet, sync bool
+	parallel                                        int // 0: the library's default
+	retries                                         int
 }
 
 func (x *xferFlags) register(fs *flag.FlagSet) {
@@ -29,6 +33,8 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.fsync, "f", false, "flush each file to stable storage before moving it into place\n(put needs the server's fsync@openssh.com)")
 	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16)")
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
+	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
+	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
 }
 
 func (x *xferFlags) options() []sftp.TransferOption {
@@ -39,8 +45,11 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.resume {
 		opts = append(opts, sftp.Resume())
 	}
-	if x.preserve {
+	if x.preserve || x.sync {
 		opts = append(opts, sftp.Preserve())
+	}
+	if x.sync {
+		opts = append(opts, sftp.SkipUnchanged())
 	}
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
@@ -52,114 +61,181 @@ func (x *xferFlags) options() []sftp.TransferOption {
 }
 
 // xferCommand builds put's or get's command: both take the same flags.
-func xferCommand(synopsis string, do func(a *app, ctx context.Context, from, to string, x *xferFlags) error) command {
-	return command{synopsis, 2, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+func xferCommand(synopsis string, do func(a *app, ctx context.Context, from []string, to string, x *xferFlags) error) command {
+	return command{synopsis, 2, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 		x := &xferFlags{}
 		x.register(fs)
-		return func(ctx context.Context, a *app, args []string) error { return do(a, ctx, args[0], args[1], x) }
+		return func(ctx context.Context, a *app, args []string) error {
+			if x.retries < 0 {
+				return usagef("--retries %d: want 0 or more", x.retries)
+			}
+			return do(a, ctx, args[:len(args)-1], args[len(args)-1], x)
+		}
 	}}
 }
 
-func (a *app) put(ctx context.Context, local, remoteArg string, x *xferFlags) (err error) {
+func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xferFlags) (err error) {
 	r, err := a.target(remoteArg)
 	if err != nil {
 		return err
 	}
-	// Check the source before connecting: a typo should not cost an SSH handshake.
-	fi, err := os.Stat(local)
-	if err != nil {
-		return fmt.Errorf("put: %w", err)
+	// Check the sources before connecting: a typo should not cost an SSH handshake.
+	for _, local := range locals {
+		fi, err := os.Stat(local)
+		if err != nil {
+			return fmt.Errorf("put: %w", describe(err, local))
+		}
+		if fi.IsDir() && !x.recursive {
+			return fmt.Errorf("put: %s is a directory (use -r to copy it and everything in it)", local)
+		}
 	}
-	if fi.IsDir() && !x.recursive {
-		return fmt.Errorf("put: %s is a directory (use -r to copy it and everything in it)", local)
-	}
-	s, closeFn, err := a.open(ctx, r)
+	c, err := a.dialRetrying(ctx, r, x)
 	if err != nil {
 		return err
 	}
-	defer closeInto(&err, closeFn)
-	// Where the copy lands is Put's rule, repeated here for the summary of a tree (a
-	// single file's reports name it) and for the check below: one STAT.
-	dst := r.Path
-	if fi.IsDir() || s.local {
-		dst = remoteDest(ctx, s.client, local, r.Path)
-	}
-	if s.local {
-		if err := checkOverlap("put", local, dst); err != nil {
-			return err
-		}
-	}
-	err = a.transfer("put", local, dst, x, func(opts ...sftp.TransferOption) error {
-		return s.client.Put(ctx, local, r.Path, opts...)
-	})
+	defer closeInto(&err, c.close)
+	dir, err := a.expandRemote(ctx, c.s.client, r.Path)
 	if err != nil {
-		return fmt.Errorf("put %s -> %s: %w", local, dst, err)
+		return fmt.Errorf("put: %w", err)
+	}
+	isDir, err := a.checkRemoteDest(ctx, c.s.client, dir, len(locals) > 1 || strings.HasSuffix(r.Path, "/"))
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	for _, local := range locals {
+		// Where the copy lands is Put's rule, repeated for the summary and the
+		// overlap check.
+		dst := dir
+		if isDir {
+			dst = path.Join(dir, filepath.Base(local))
+		}
+		if c.s.local {
+			if err := checkOverlap("put", local, dst); err != nil {
+				return err
+			}
+		}
+		err = a.withRetries(ctx, c, x, "put", local, dst, func(s *session, opts ...sftp.TransferOption) error {
+			return s.client.Put(ctx, local, dir, opts...)
+		})
+		if err != nil {
+			return fmt.Errorf("put %s -> %s: %w", local, dst, unwrapOp(err, "put", local))
+		}
 	}
 	return nil
 }
 
-func (a *app) get(ctx context.Context, remoteArg, local string, x *xferFlags) (err error) {
-	r, err := a.target(remoteArg)
+// checkRemoteDest looks at a put's destination before anything moves, so that a
+// mistake is reported in the user's terms ("no such directory: /missing/dir") rather
+// than through the part file a failed OPEN would name. mustBeDir is set when several
+// sources go there or REMOTE ends in '/'. It reports whether dst is a directory.
+func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, mustBeDir bool) (bool, error) {
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	fi, err := c.Stat(octx, dst)
+	switch {
+	case err == nil && fi.IsDir():
+		return true, nil
+	case err == nil && mustBeDir:
+		return false, fmt.Errorf("not a directory: %s", dst)
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, a.timeoutError(ctx, octx, "stat "+dst, err)
+	case mustBeDir:
+		return false, fmt.Errorf("no such directory: %s", strings.TrimSuffix(dst, "/"))
+	}
+	parent := path.Dir(dst)
+	pfi, err := c.Stat(octx, parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("no such directory: %s", parent)
+	case err == nil && !pfi.IsDir():
+		return false, fmt.Errorf("not a directory: %s", parent)
+	}
+	return false, nil
+}
+
+func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xferFlags) (err error) {
+	rs, err := a.targets(remoteArgs)
 	if err != nil {
 		return err
 	}
-	s, closeFn, err := a.open(ctx, r)
+	c, err := a.dialRetrying(ctx, rs[0], x)
 	if err != nil {
 		return err
 	}
-	defer closeInto(&err, closeFn)
-	dst := localDest(r.Path, local)
-	if s.local {
-		if err := checkOverlap("get", r.Path, dst); err != nil {
-			return err
+	defer closeInto(&err, c.close)
+	srcs, err := a.remotePaths(ctx, c.s.client, rs)
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	lfi, lerr := os.Stat(local)
+	isDir := lerr == nil && lfi.IsDir()
+	switch {
+	case !isDir && (len(srcs) > 1 || strings.HasSuffix(local, "/")):
+		if lerr == nil {
+			return fmt.Errorf("get: not a directory: %s", local)
+		}
+		return fmt.Errorf("get: no such directory: %s", strings.TrimSuffix(local, "/"))
+	case errors.Is(lerr, fs.ErrNotExist):
+		if _, perr := os.Stat(filepath.Dir(local)); errors.Is(perr, fs.ErrNotExist) {
+			return fmt.Errorf("get: no such directory: %s", filepath.Dir(local))
 		}
 	}
-	err = a.transfer("get", r.Path, dst, x, func(opts ...sftp.TransferOption) error {
-		return s.client.Get(ctx, r.Path, local, opts...)
-	})
-	if err == nil {
-		return nil
-	}
-	// Get refuses a directory without Recursive in the library's terms; say it in the
-	// command's. Asked only on failure, so a get costs no extra round trip.
-	if !x.recursive && ctx.Err() == nil {
-		if fi, serr := s.client.Stat(ctx, r.Path); serr == nil && fi.IsDir() {
-			return fmt.Errorf("get: %s is a directory (use -r to copy it and everything in it)", r.Path)
+	for _, src := range srcs {
+		dst := local
+		if isDir {
+			dst = filepath.Join(local, path.Base(src))
 		}
+		if c.s.local {
+			if err := checkOverlap("get", src, dst); err != nil {
+				return err
+			}
+		}
+		err = a.withRetries(ctx, c, x, "get", src, dst, func(s *session, opts ...sftp.TransferOption) error {
+			return s.client.Get(ctx, src, local, opts...)
+		})
+		if err == nil {
+			continue
+		}
+		// Get refuses a directory without Recursive in the library's terms, and a
+		// missing source in the server's; say both in the command's. Asked only on
+		// failure, so a get costs no extra round trip.
+		if ctx.Err() == nil {
+			octx, cancel := a.opCtx(ctx)
+			fi, serr := c.s.client.Stat(octx, src)
+			cancel()
+			switch {
+			case serr == nil && fi.IsDir() && !x.recursive:
+				return fmt.Errorf("get: %s is a directory (use -r to copy it and everything in it)", src)
+			case errors.Is(serr, fs.ErrNotExist):
+				return fmt.Errorf("get: no such file or directory: %s", src)
+			}
+		}
+		return fmt.Errorf("get %s -> %s: %w", src, dst, unwrapOp(err, "get", src))
 	}
-	return fmt.Errorf("get %s -> %s: %w", r.Path, dst, err)
+	return nil
 }
 
 // transfer runs do with x's options and, unless -q, a display fed by its progress
 // reports. The display is finished before transfer returns, so an error printed next
 // starts on a clean line.
-func (a *app) transfer(op, src, dst string, x *xferFlags, do func(...sftp.TransferOption) error) error {
-	opts := x.options()
+func (a *app) transfer(op, src, dst string, x *xferFlags, opts []sftp.TransferOption, do func(...sftp.TransferOption) error) error {
 	if x.quiet {
+		if a.testProgress != nil {
+			opts = append(opts, sftp.OnProgress(a.testProgress))
+		}
 		return do(opts...)
 	}
 	d := newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
 	d.startTicker()
-	err := do(append(opts, sftp.OnProgress(d.update))...)
+	update := d.update
+	if a.testProgress != nil {
+		update = func(p sftp.Progress) { d.update(p); a.testProgress(p) }
+	}
+	err := do(append(opts, sftp.OnProgress(update))...)
 	d.finish(err)
 	return err
-}
-
-// remoteDest is where Put of local to remote puts it: inside remote when that is an
-// existing directory, as with cp.
-func remoteDest(ctx context.Context, c *sftp.Client, local, remote string) string {
-	if fi, err := c.Stat(ctx, remote); err == nil && fi.IsDir() {
-		return path.Join(remote, filepath.Base(local))
-	}
-	return remote
-}
-
-// localDest is where Get of remote to local puts it, by the same rule.
-func localDest(remote, local string) string {
-	if fi, err := os.Stat(local); err == nil && fi.IsDir() {
-		return filepath.Join(local, path.Base(remote))
-	}
-	return local
 }
 
 // checkOverlap refuses to copy a file onto itself, or a directory into itself, like
@@ -191,4 +267,14 @@ func checkOverlap(op, src, dst string) error {
 			return nil
 		}
 	}
+}
+
+// unwrapOp drops the library's "put NAME:" or "get NAME:" around err when the
+// message already begins with the same words.
+func unwrapOp(err error, op, name string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == op && pe.Path == name && err == error(pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -190,7 +190,8 @@ func (s *SSHD) start(opts SSHDOptions) error {
 	return nil
 }
 
-// sshdConfig renders sshd_config: the private-instance setup of sftp-protocol.md §5.2.
+// sshdConfig renders sshd_config for a private instance: loopback only, its own host
+// key, pid file and authorized keys, key login only, no PAM.
 func sshdConfig(opts SSHDOptions, dir, hostKey, authorized string, port int) string {
 	var b strings.Builder
 	b.WriteString("# written by sshdtest\n")
@@ -254,9 +255,7 @@ func (s *SSHD) run(cfg string, timeout time.Duration) error {
 	defer logf.Close()
 	cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// If this process dies without Close, the kernel stops sshd rather than leaving a
-	// server behind on the machine.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	setDeathSignal(cmd) // where the OS can: if this process dies without Close
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sshdtest: starting sshd: %w", err)
 	}

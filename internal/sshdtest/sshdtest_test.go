@@ -111,30 +111,6 @@ func TestSSHDMaxSessions(t *testing.T) {
 	require.Error(t, err, "the third session must be refused with MaxSessions 2")
 }
 
-func TestSSHDCloseLeavesNoProcess(t *testing.T) {
-	if err := SSHDUsable(); err != nil {
-		t.Skip(err)
-	}
-	s, err := StartSSHD(SSHDOptions{})
-	require.NoError(t, err)
-	c, err := s.Dial()
-	require.NoError(t, err)
-	defer c.Close()
-	// Leave a session open so that per-connection sshd processes and an sftp-server
-	// exist when Close runs: Close must stop them too.
-	sftpSession(t, c)
-
-	pids := append([]int{s.Pid()}, descendants(s.Pid())...)
-	require.GreaterOrEqual(t, len(pids), 3, "sshd, its connection child and sftp-server")
-	require.NoError(t, s.Close())
-	require.NoError(t, s.Close(), "Close is idempotent")
-	for _, p := range pids {
-		require.False(t, processAlive(p), "pid %d still running", p)
-	}
-	_, err = os.Stat(s.Dir)
-	require.ErrorIs(t, err, os.ErrNotExist)
-}
-
 // TestSSHDFilesForOpenSSHClient checks KeyFile and KnownHostsFile with OpenSSH's own
 // client, the way the benchmark harness drives sftp(1).
 func TestSSHDFilesForOpenSSHClient(t *testing.T) {
@@ -252,11 +228,4 @@ func TestStartSFTPServerCmdExitsOnEOF(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("sftp-server did not exit after stdin closed")
 	}
-}
-
-func TestReadProc(t *testing.T) {
-	p, err := readProc(os.Getpid())
-	require.NoError(t, err)
-	require.Equal(t, os.Getppid(), p.ppid)
-	require.True(t, processAlive(os.Getpid()))
 }

@@ -56,9 +56,9 @@ func FuzzDecoder(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, ops, b []byte) {
 		d := NewDecoder(b)
-		pos := 0 // how far the model has read; -1 once it has failed
-		need := func(n int) bool {
-			if pos < 0 || len(b)-pos < n {
+		pos := 0                     // how far the model has read; -1 once it has failed
+		need := func(n int64) bool { // int64: a string length does not fit int on 32-bit
+			if pos < 0 || int64(len(b)-pos) < n {
 				pos = -1
 				return false
 			}
@@ -104,13 +104,14 @@ func FuzzDecoder(f *testing.F) {
 					v = []byte(d.String())
 				}
 				if need(4) {
-					n := int(binary.BigEndian.Uint32(b[pos:]))
+					n := int64(binary.BigEndian.Uint32(b[pos:]))
 					pos += 4
 					if need(n) {
-						if !bytes.Equal(v, b[pos:pos+n]) {
-							t.Fatalf("string at %d = %x, want %x", pos, v, b[pos:pos+n])
+						end := pos + int(n) // fits: need saw it within b
+						if !bytes.Equal(v, b[pos:end]) {
+							t.Fatalf("string at %d = %x, want %x", pos, v, b[pos:end])
 						}
-						pos += n
+						pos = end
 						break
 					}
 				}

@@ -82,7 +82,9 @@ var statusNames = [...]string{
 }
 
 func (s Status) String() string {
-	if int(s) < len(statusNames) {
+	// Compared as Status, not int: on 32-bit targets int(s) of a code >= 1<<31 (any
+	// server may send one) is negative and would index out of range.
+	if s < Status(len(statusNames)) {
 		return statusNames[s]
 	}
 	return "Status(" + strconv.FormatUint(uint64(s), 10) + ")"

@@ -114,3 +114,17 @@ func CorruptAttrsFlags() func(Request, []byte) [][]byte {
 		return [][]byte{p}
 	})
 }
+
+// StatusInstead replaces the first reply of type typ with a well-formed STATUS
+// of code (any value, OK included) for the same request id. The request was
+// executed; only its answer is a surprise, like rclone's STATUS OK to a READ
+// on a handle opened read-write. A client must fail that one request and
+// carry on.
+func StatusInstead(typ uint8, code uint32) func(Request, []byte) [][]byte {
+	return once(typ, func(_ Request, reply []byte) [][]byte {
+		if len(reply) < 9 {
+			return nil
+		}
+		return [][]byte{appendStatus(nil, binary.BigEndian.Uint32(reply[5:9]), code)}
+	})
+}

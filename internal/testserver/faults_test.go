@@ -330,7 +330,7 @@ func TestCorruptUnknownTypeAndWrongID(t *testing.T) {
 	s = newServer(t, Options{Corrupt: CorruptWrongID(TypeStatus)})
 	c = dial(t, s)
 	writeAll(c, statPkt(1, "/nope"), statPkt(2, "/nope"))
-	require.EqualValues(t, BogusID, c.recv().id)
+	require.Equal(t, uint32(BogusID), c.recv().id)
 	require.EqualValues(t, 2, c.recv().id)
 }
 
@@ -362,6 +362,22 @@ func TestCorruptAttrsFlags(t *testing.T) {
 	require.EqualValues(t, TypeAttrs, r.typ)
 	require.EqualValues(t, 0x10f, binary.BigEndian.Uint32(r.body))
 	c.attrs(c.path(TypeStat, "/")) // the second is clean
+}
+
+func TestStatusInstead(t *testing.T) {
+	s := newServer(t, Options{Corrupt: StatusInstead(TypeData, StatusOK)})
+	require.NoError(t, s.WriteFile("/f", []byte("abcdefghij"), 0o644))
+	c := dial(t, s)
+	h := c.mustOpen("/f", OpenRead)
+	r := c.readAt(h, 0, 4)
+	require.EqualValues(t, TypeStatus, r.typ, "the first DATA becomes a STATUS for its id")
+	c.requireStatus(StatusOK, r)
+	require.Equal(t, []byte("abcd"), c.data(c.readAt(h, 0, 4)), "the second is clean")
+
+	s = newServer(t, Options{Corrupt: StatusInstead(TypeAttrs, 77)})
+	c = dial(t, s)
+	c.requireStatus(77, c.path(TypeStat, "/"))
+	c.attrs(c.path(TypeStat, "/"))
 }
 
 func TestCorruptCustom(t *testing.T) {

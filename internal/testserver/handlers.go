@@ -42,6 +42,7 @@ type handle struct {
 	append      bool
 	names       []string // directory snapshot for READDIR
 	pos         int
+	lister      Lister // serves READDIR instead of names; see Options.Listing
 }
 
 func (r *request) public() Request {
@@ -207,6 +208,9 @@ func (ss *session) execute(b []byte, r *request) []byte {
 		if ss.handlesFull() {
 			return appendStatus(b, id, eMFILE.status())
 		}
+		if l := ss.listerFor(string(r.path)); l != nil {
+			return ss.appendHandle(b, id, &handle{dir: true, lister: l})
+		}
 		dir, names, err := ss.fs.opendir(string(r.path))
 		if err != nil {
 			return appendStatus(b, id, statusOf(err))
@@ -338,6 +342,9 @@ func (ss *session) readdir(b []byte, r *request) []byte {
 	h := ss.handles[string(r.handle)]
 	if h == nil || !h.dir {
 		return appendStatus(b, r.id, StatusFailure)
+	}
+	if h.lister != nil {
+		return ss.readdirListed(b, r, h)
 	}
 	b = begin(b, TypeName, r.id)
 	countAt := len(b)

@@ -130,6 +130,13 @@ type Options struct {
 	// blocks when its direction holds this many unread bytes.
 	Window int
 
+	// Listing, if set, is asked at every OPENDIR with the path as the client sent it.
+	// A non-nil Lister makes the OPENDIR succeed, whatever the file system holds, and
+	// serves that handle's READDIRs (see Lister): for directories of millions of
+	// entries without storing them, and for listings a real server never sends
+	// (names with "/", no end). nil serves the file system as usual.
+	Listing func(path string) Lister
+
 	// MaxFileSize bounds file sizes (default 4 GiB) so a WRITE or SETSTAT
 	// at an absurd offset fails with FAILURE instead of exhausting memory.
 	MaxFileSize int64

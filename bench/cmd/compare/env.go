@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -98,13 +97,6 @@ func (e *env) source(size int64) (string, error) {
 	}
 	e.sources[size] = p
 	return p, nil
-}
-
-// isTmpfs reports whether dir is on tmpfs, where file I/O stays out of the figures.
-func isTmpfs(dir string) bool {
-	var st syscall.Statfs_t
-	const tmpfsMagic = 0x01021994
-	return syscall.Statfs(dir, &st) == nil && st.Type == tmpfsMagic
 }
 
 // serverLog reads the sftp-server log. mark remembers where the log ends before a

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sftp/internal/sshdtest"
@@ -191,8 +190,7 @@ func (h *harness) execute(ctx context.Context, cc clientCmd, goChild bool) measu
 	var stdout bytes.Buffer
 	stderr := &cappedBuffer{max: 16 << 10}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = cc.stdin, &stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	killTreeOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
 
 	start := time.Now()

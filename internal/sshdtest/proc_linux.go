@@ -4,11 +4,21 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 )
+
+// Finding and stopping the processes sshd leaves behind reads /proc, so it is Linux's
+// (proc_other.go stands in elsewhere, where the tests that need sshd skip anyway).
+
+// setDeathSignal makes the kernel stop cmd if this process dies without cleaning up,
+// rather than leave a server behind on the machine.
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+}
 
 // procInfo is what /proc/PID/stat tells about one process.
 type procInfo struct {

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A bandwidth cap (--limit), like OpenSSH sftp's -l and rclone's --bwlimit: a token
+// bucket per direction on the connection under SSH (or on a local server's pipes), so
+// everything the command sends and receives counts, protocol overhead included.
+
+// rateValue is the --limit flag: bytes per second. A bare number is KiB/s, as
+// rclone's --bwlimit; a suffix B, K, M or G gives the unit (powers of 1024).
+type rateValue struct{ p *int64 }
+
+func (v rateValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.FormatInt(*v.p, 10) + "B"
+}
+
+func (v rateValue) Set(s string) error {
+	n, err := parseRate(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+func parseRate(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "/S"), "IB")
+	mult := int64(1024)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'B':
+			mult, t = 1, t[:len(t)-1]
+		case 'K':
+			mult, t = 1<<10, t[:len(t)-1]
+		case 'M':
+			mult, t = 1<<20, t[:len(t)-1]
+		case 'G':
+			mult, t = 1<<30, t[:len(t)-1]
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f <= 0 || f*float64(mult) > 1<<50 {
+		return 0, fmt.Errorf("want a rate such as 500K or 10M (bytes per second; a bare number is KiB/s)")
+	}
+	return max(int64(f*float64(mult)), 1), nil
+}
+
+// limiter is a token bucket: rate bytes per second, bursts of up to one tenth of a
+// second's worth (at least 4 KiB), so the cap holds over any stretch longer than that.
+type limiter struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+	now    func() time.Time
+	sleep  func(time.Duration)
+}
+
+func newLimiter(rate int64) *limiter {
+	burst := max(float64(rate)/10, 4096)
+	return &limiter{rate: float64(rate), burst: burst, tokens: burst, now: time.Now, sleep: time.Sleep}
+}
+
+// chunk is the most one call should move: a burst.
+func (l *limiter) chunk() int { return int(l.burst) }
+
+// take accounts for n bytes and waits until the bucket allows them. Reservations may
+// drive the bucket negative; the caller then sleeps off the debt, so concurrent users
+// share the rate fairly.
+func (l *limiter) take(n int) {
+	l.mu.Lock()
+	now := l.now()
+	if !l.last.IsZero() {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	l.tokens -= float64(n)
+	wait := time.Duration(0)
+	if l.tokens < 0 {
+		wait = time.Duration(-l.tokens / l.rate * float64(time.Second))
+	}
+	l.mu.Unlock()
+	if wait > 0 {
+		l.sleep(wait)
+	}
+}
+
+// limitedConn caps a connection's reads and writes separately.
+type limitedConn struct {
+	net.Conn
+	rd, wr *limiter
+}
+
+func newLimitedConn(c net.Conn, rate int64) net.Conn {
+	return &limitedConn{Conn: c, rd: newLimiter(rate), wr: newLimiter(rate)}
+}
+
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p[:min(len(p), c.rd.chunk())])
+	c.rd.take(n)
+	return n, err
+}
+
+func (c *limitedConn) Write(p []byte) (int, error) { return limitedWrite(c.Conn, c.wr, p) }
+
+func limitedWrite(w io.Writer, l *limiter, p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n := min(len(p)-done, l.chunk())
+		l.take(n)
+		m, err := w.Write(p[done : done+n])
+		done += m
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+type limitedReader struct {
+	r io.Reader
+	l *limiter
+}
+
+func (r *limitedReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p[:min(len(p), r.l.chunk())])
+	r.l.take(n)
+	return n, err
+}
+
+type limitedWriteCloser struct {
+	w io.WriteCloser
+	l *limiter
+}
+
+func (w *limitedWriteCloser) Write(p []byte) (int, error) { return limitedWrite(w.w, w.l, p) }
+func (w *limitedWriteCloser) Close() error                { return w.w.Close() }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseRate(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{
+		"100": 100 << 10, "500K": 500 << 10, "10M": 10 << 20, "1.5M": 3 << 19, "2G": 2 << 30,
+		"4096B": 4096, "10MiB/s": 10 << 20, "1m": 1 << 20,
+	} {
+		got, err := parseRate(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "-1M", "fast", "1T", "1e30"} {
+		_, err := parseRate(in)
+		require.Error(t, err, in)
+	}
+}
+
+// The bucket, on a scripted clock: a burst passes at once, then the debt is slept
+// off at the rate, and idle time refills no more than one burst.
+func TestLimiter(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(0, 0)
+	var slept []time.Duration
+	l := newLimiter(100 << 10) // burst 10 KiB
+	l.now = func() time.Time { return now }
+	l.sleep = func(d time.Duration) { slept = append(slept, d); now = now.Add(d) }
+
+	l.take(10 << 10)
+	require.Empty(t, slept, "one burst needs no wait")
+	l.take(10 << 10)
+	require.Equal(t, []time.Duration{100 * time.Millisecond}, slept, "the next 10 KiB take 1/10 s at 100 KiB/s")
+
+	now = now.Add(time.Hour)
+	slept = nil
+	l.take(10 << 10)
+	l.take(5 << 10)
+	require.Equal(t, []time.Duration{50 * time.Millisecond}, slept, "an hour idle refills one burst, not an hour's worth")
+
+	// Writes go in chunks of at most a burst, each accounted before it is written.
+	var out bytes.Buffer
+	slept = nil
+	n, err := limitedWrite(&out, l, make([]byte, 25<<10))
+	require.NoError(t, err)
+	require.Equal(t, 25<<10, n)
+	require.Equal(t, 25<<10, out.Len())
+	var total time.Duration
+	for _, d := range slept {
+		total += d
+	}
+	require.Equal(t, 250*time.Millisecond, total.Round(time.Millisecond))
+}

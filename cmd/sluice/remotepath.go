@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/sluicehq/sftp"
+)
+
+// opCtx bounds one metadata call (stat, listing, mkdir, remove, realpath) by
+// --timeout, so that a server that never finishes one cannot hold the command.
+func (a *app) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.cfg.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, a.cfg.timeout)
+}
+
+// timeoutError says which call ran out of --timeout, when one did.
+func (a *app) timeoutError(ctx, octx context.Context, what string, err error) error {
+	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: the server did not answer within %v (--timeout)", what, a.cfg.timeout)
+	}
+	return err
+}
+
+// expandHome resolves a leading "~" or "~/" of a remote path to the login directory on
+// the server (home-directory or expand-path@openssh.com, else the start directory,
+// where OpenSSH's server starts), and "~user/..." with expand-path@openssh.com.
+func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (string, error) {
+	if !strings.HasPrefix(p, "~") {
+		return p, nil
+	}
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	first, rest, _ := strings.Cut(p, "/")
+	if first == "~" {
+		home, err := c.HomeDir(octx)
+		if err != nil {
+			return "", a.timeoutError(ctx, octx, "finding the home directory", err)
+		}
+		if rest == "" {
+			return home, nil
+		}
+		return path.Join(home, rest), nil
+	}
+	if _, ok := c.Extensions()["expand-path@openssh.com"]; !ok {
+		return "", fmt.Errorf("%s: the server cannot expand ~user (no expand-path@openssh.com); give the full path", p)
+	}
+	dir, err := c.RealPath(octx, first)
+	if err != nil {
+		return "", a.timeoutError(ctx, octx, "expanding "+first, err)
+	}
+	if rest == "" {
+		return dir, nil
+	}
+	return path.Join(dir, rest), nil
+}
+
+// hasGlob reports whether p has a pattern character path.Match acts on.
+func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// glob expands a remote pattern with the library's Glob (path.Match on each
+// directory's listing, bounded by --timeout as a whole), then applies the shell's
+// rule that OpenSSH's sftp follows too: a '*' or '?' does not match a leading '.', so
+// "*" leaves hidden files alone unless the pattern's element starts with '.'. A
+// pattern without matches is an error naming it.
+func (a *app) glob(ctx context.Context, c *sftp.Client, pattern string) ([]string, error) {
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	matches, err := c.Glob(octx, pattern)
+	if err != nil {
+		if errors.Is(err, path.ErrBadPattern) {
+			return nil, fmt.Errorf("bad pattern %s", pattern)
+		}
+		return nil, a.timeoutError(ctx, octx, "matching "+pattern, err)
+	}
+	pparts := strings.Split(pattern, "/")
+	kept := matches[:0]
+	for _, m := range matches {
+		if !hidesDotNames(pparts, strings.Split(m, "/")) {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("no match for %s", pattern)
+	}
+	return kept, nil
+}
+
+// hidesDotNames reports whether a match has a name starting with '.' where the
+// pattern's element has meta characters and does not start with '.'. The two are
+// compared element by element from the end, where Glob keeps them aligned.
+func hidesDotNames(pattern, match []string) bool {
+	for i, j := len(pattern)-1, len(match)-1; i >= 0 && j >= 0; i, j = i-1, j-1 {
+		if hasGlob(pattern[i]) && !strings.HasPrefix(pattern[i], ".") && strings.HasPrefix(match[j], ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func joinRemote(dir, name string) string {
+	switch dir {
+	case "":
+		return name
+	case "/":
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// remotePaths turns REMOTE operands into paths on the server: ~ expanded and
+// patterns matched.
+func (a *app) remotePaths(ctx context.Context, c *sftp.Client, rs []remote) ([]string, error) {
+	var out []string
+	for _, r := range rs {
+		p, err := a.expandRemote(ctx, c, r.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !hasGlob(p) {
+			out = append(out, p)
+			continue
+		}
+		m, err := a.glob(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}

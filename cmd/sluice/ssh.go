@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// dialSSH connects to r's host, through its ProxyJump hosts or ProxyCommand when
+// ssh_config or -J say so, checks the host key, authenticates and starts SFTP. ctx
+// cancels every step.
+func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
+	hc, err := a.resolveHost(r, false)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{}
+	defer func() {
+		if err != nil {
+			for i := len(s.hops) - 1; i >= 0; i-- {
+				_ = s.hops[i].Close()
+			}
+		}
+	}()
+	var via *ssh.Client
+	if hc.proxyJump != "" {
+		for _, spec := range strings.Split(hc.proxyJump, ",") {
+			hr, err := parseJump(spec)
+			if err != nil {
+				return nil, usagef("ProxyJump %s: %v", spec, err)
+			}
+			hhc, err := a.resolveHost(hr, true)
+			if err != nil {
+				return nil, err
+			}
+			c, err := a.dialHost(ctx, hhc, via, true)
+			if err != nil {
+				return nil, fmt.Errorf("jump host %s: %w", spec, err)
+			}
+			s.hops = append(s.hops, c)
+			via = c
+		}
+	}
+	sshc, err := a.dialHost(ctx, hc, via, false)
+	if err != nil {
+		return nil, err
+	}
+	ictx, icancel := context.WithTimeout(ctx, connectTimeout)
+	defer icancel()
+	client, err := sftp.NewClient(ictx, sshc, a.cfg.clientOptions()...)
+	if err != nil {
+		_ = sshc.Close()
+		return nil, fmt.Errorf("starting SFTP on %s: %w", hc.alias, err)
+	}
+	s.client, s.ssh = client, sshc
+	if hc.aliveInterval > 0 {
+		s.alive = keepAlive(sshc, hc.aliveInterval, hc.aliveCountMax)
+	}
+	return s, nil
+}
+
+// parseJump reads one ProxyJump entry: [user@]host[:port] or ssh://[user@]host[:port].
+func parseJump(spec string) (remote, error) {
+	spec = strings.TrimSpace(spec)
+	if rest, ok := strings.CutPrefix(spec, "ssh://"); ok {
+		spec = strings.TrimSuffix(rest, "/")
+	}
+	var r remote
+	if i := strings.LastIndexByte(spec, '@'); i >= 0 {
+		r.User, spec = spec[:i], spec[i+1:]
+	}
+	host, port := spec, ""
+	if strings.HasPrefix(spec, "[") {
+		end := strings.IndexByte(spec, ']')
+		if end < 0 {
+			return r, errors.New("missing ']'")
+		}
+		host, port = spec[1:end], strings.TrimPrefix(spec[end+1:], ":")
+	} else if i := strings.LastIndexByte(spec, ':'); i >= 0 && strings.Count(spec, ":") == 1 {
+		host, port = spec[:i], spec[i+1:]
+	}
+	if host == "" {
+		return r, errors.New("missing host")
+	}
+	r.Host = host
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return r, fmt.Errorf("port %q: want 1 to 65535", port)
+		}
+		r.Port = n
+	}
+	return r, nil
+}
+
+// dialHost opens one SSH connection to hc: over via (a jump host) when given, else
+// through hc's ProxyCommand, else by TCP.
+func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop bool) (*ssh.Client, error) {
+	addr := net.JoinHostPort(hc.hostName, strconv.Itoa(hc.port))
+	hk, err := loadHostKeys(hc)
+	if err != nil {
+		return nil, err
+	}
+	p := a.prompter(hc.batch)
+	auth, err := newAuth(hc, p)
+	if err != nil {
+		return nil, err
+	}
+	defer auth.close()
+	if err := auth.noMethodsError(); err != nil {
+		return nil, err
+	}
+	timeout := connectTimeout
+	if hc.connectTimeout > 0 {
+		timeout = hc.connectTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var nc net.Conn
+	switch {
+	case via != nil:
+		nc, err = via.DialContext(dctx, "tcp", addr)
+	case hc.proxyCommand != "":
+		nc, err = startProxyCommand(expandTokens(hc.proxyCommand, hc, nil), addr, a.stderr)
+	default:
+		var d net.Dialer
+		nc, err = d.DialContext(dctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	if a.cfg.limit > 0 && !hop {
+		nc = newLimitedConn(nc, a.cfg.limit)
+	}
+	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
+	sc0 := ssh.Config{Ciphers: hc.ciphers}
+	sc := &ssh.ClientConfig{
+		Config:            sc0,
+		User:              hc.user,
+		Auth:              auth.methods(),
+		HostKeyCallback:   check.callback,
+		HostKeyAlgorithms: check.algorithms,
+		Timeout:           timeout,
+		BannerCallback: func(msg string) error {
+			// The pre-login banner is the server's text: escaped, and only where a
+			// person reads it.
+			p.say(msg)
+			return nil
+		},
+	}
+	// ssh.NewClientConn has no context: closing the socket is what interrupts it, on
+	// ctx's end or when the handshake takes longer than the timeout. The clock stops
+	// while a person answers a prompt.
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(timeout, func() { timedOut.Store(true); _ = nc.Close() })
+	p.setPause(func(waiting bool) {
+		if waiting {
+			timer.Stop()
+		} else {
+			timer.Reset(timeout)
+		}
+	})
+	defer p.setPause(nil)
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, sc)
+	timer.Stop()
+	if !stop() || timedOut.Load() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", addr, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("connecting to %s: no answer within %v (ConnectTimeout)", addr, timeout)
+	}
+	if err != nil {
+		_ = nc.Close()
+		if check.err != nil {
+			return nil, check.err // the clear host key message, not x/crypto's wrapping
+		}
+		return nil, fmt.Errorf("SSH to %s as %s: %w%s", addr, hc.user, err, check.handshakeHint())
+	}
+	return ssh.NewClient(conn, chans, reqs), nil
+}
+
+// prompter returns the run's terminal prompter, opened on first use.
+func (a *app) prompter(batch bool) *prompter {
+	if batch {
+		return &prompter{}
+	}
+	a.promptOnce.Do(func() {
+		if a.testPrompt != nil {
+			a.prompt = a.testPrompt
+			return
+		}
+		a.prompt = newPrompter(false)
+	})
+	return a.prompt
+}
+
+// keepAlive sends keepalive@openssh.com every interval, as ServerAliveInterval does,
+// and closes c when max intervals pass without an answer: a dead path then ends the
+// command instead of hanging it. The returned function stops it; call it after
+// closing c (which ends a request in flight).
+func keepAlive(c *ssh.Client, interval time.Duration, max int) func() {
+	done, finished := make(chan struct{}), make(chan struct{})
+	dead := time.AfterFunc(interval*time.Duration(max), func() { _ = c.Close() })
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+				return
+			}
+			dead.Reset(interval * time.Duration(max))
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			dead.Stop()
+			close(done)
+			<-finished
+		})
+	}
+}
+
+// proxyConn is a ProxyCommand's stdin and stdout as a net.Conn.
+type proxyConn struct {
+	addr string // the host:port it reaches, for host key checks and messages
+	cmd  *exec.Cmd
+	r    io.ReadCloser
+	w    io.WriteCloser
+	once sync.Once
+}
+
+// startProxyCommand runs command with the shell, as ssh does, and talks SSH over its
+// stdin and stdout; its stderr is ours.
+func startProxyCommand(command, addr string, stderr io.Writer) (net.Conn, error) {
+	shell := os.Getenv("SHELL")
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	cmd := exec.Command(shell, "-c", "exec "+command)
+	cmd.Stderr = stderr
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ProxyCommand: %w", err)
+	}
+	return &proxyConn{addr: addr, cmd: cmd, r: r, w: w}, nil
+}
+
+func (c *proxyConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *proxyConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// Close ends the command: EOF on its stdin, then a kill, since a proxy such as nc
+// may not exit on EOF.
+func (c *proxyConn) Close() error {
+	c.once.Do(func() {
+		_ = c.w.Close()
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+	})
+	return nil
+}
+
+func (c *proxyConn) LocalAddr() net.Addr              { return pipeAddr("proxycommand:0") }
+func (c *proxyConn) RemoteAddr() net.Addr             { return pipeAddr(c.addr) }
+func (c *proxyConn) SetDeadline(time.Time) error      { return nil }
+func (c *proxyConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *proxyConn) SetWriteDeadline(time.Time) error { return nil }
+
+// pipeAddr is the address a ProxyCommand reaches, in host:port form: knownhosts
+// parses a connection's remote address that way.
+type pipeAddr string
+
+func (pipeAddr) Network() string  { return "pipe" }
+func (a pipeAddr) String() string { return string(a) }

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kevinburke/ssh_config"
+	"golang.org/x/crypto/ssh"
+)
+
+// sshConfig is the ssh_config files in force (-F, or ~/.ssh/config then
+// /etc/ssh/ssh_config) and the -o options, which win over them. Lookups follow
+// OpenSSH: for most keywords the first value found wins, the command line first;
+// IdentityFile accumulates.
+//
+// The parsing is github.com/kevinburke/ssh_config's: it matches Host patterns
+// (with negation), Match host/originalhost/user/localuser/all and Include as OpenSSH
+// does. It refuses Match exec, which would run commands from the file.
+type sshConfig struct {
+	files   []*ssh_config.Config
+	options map[string][]string // -o, by lower-case keyword, in the order given
+}
+
+// optionKeywords are the ssh_config keywords sluice acts on, in their usual spelling.
+// Others in a file are ignored, as a file written for ssh has many; given with -o they
+// are refused, since the user asked for something that would not happen.
+var optionKeywords = []string{
+	"HostName", "Port", "User", "IdentityFile", "IdentitiesOnly", "ProxyJump",
+	"ProxyCommand", "UserKnownHostsFile", "GlobalKnownHostsFile", "StrictHostKeyChecking",
+	"HashKnownHosts", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax",
+	"Ciphers", "BatchMode", "PasswordAuthentication", "KbdInteractiveAuthentication",
+	"PubkeyAuthentication", "NumberOfPasswordPrompts",
+}
+
+// loadSSHConfig reads the files: path alone when -F gave one ("none" for no file),
+// else the user's and the system's. A missing default file is no error.
+func loadSSHConfig(path string, opts []string) (*sshConfig, error) {
+	c := &sshConfig{options: map[string][]string{}}
+	for _, o := range opts {
+		k, v, err := splitOption(o)
+		if err != nil {
+			return nil, usagef("-o %s: %v", o, err)
+		}
+		c.options[strings.ToLower(k)] = append(c.options[strings.ToLower(k)], v)
+	}
+	var names []string
+	explicit := path != ""
+	switch {
+	case path == "none":
+	case explicit:
+		names = []string{expandHome(path)}
+	default:
+		if home, err := os.UserHomeDir(); err == nil {
+			names = append(names, filepath.Join(home, ".ssh", "config"))
+		}
+		names = append(names, "/etc/ssh/ssh_config")
+	}
+	for _, n := range names {
+		f, err := os.Open(n)
+		if errors.Is(err, fs.ErrNotExist) && !explicit {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ssh_config: %w", err)
+		}
+		cfg, err := ssh_config.Decode(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("ssh_config %s: %v", n, err)
+		}
+		c.files = append(c.files, cfg)
+	}
+	return c, nil
+}
+
+// splitOption splits "Keyword=value" or "Keyword value", as ssh -o takes them.
+func splitOption(o string) (string, string, error) {
+	o = strings.TrimSpace(o)
+	i := strings.IndexAny(o, "= \t")
+	if i <= 0 {
+		return "", "", errors.New("want Keyword=value")
+	}
+	k, v := o[:i], strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(o[i:]), "="))
+	v = strings.Trim(v, `"`)
+	if !slices.ContainsFunc(optionKeywords, func(s string) bool { return strings.EqualFold(s, k) }) {
+		return "", "", fmt.Errorf("sluice does not use %s (it uses %s)", k, strings.Join(optionKeywords, ", "))
+	}
+	return k, v, nil
+}
+
+// get returns the first value of keyword for alias: -o first, then the files in order.
+func (c *sshConfig) get(alias, keyword string) string {
+	if v := c.options[strings.ToLower(keyword)]; len(v) > 0 {
+		return v[0]
+	}
+	for _, f := range c.files {
+		if v, err := f.Get(alias, keyword); err == nil && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// getAll returns every value of keyword for alias, the command line's first.
+func (c *sshConfig) getAll(alias, keyword string) []string {
+	out := slices.Clone(c.options[strings.ToLower(keyword)])
+	for _, f := range c.files {
+		if v, err := f.GetAll(alias, keyword); err == nil {
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+// hostConfig is everything needed to reach one host, resolved from the command line,
+// ssh_config and the defaults.
+type hostConfig struct {
+	alias          string // as typed
+	hostName       string // where to connect
+	port           int
+	user           string
+	identityFiles  []string // -i first, then IdentityFile
+	cliIdentities  []string // the -i ones, which must exist
+	identitiesOnly bool
+	proxyJump      string
+	proxyCommand   string
+	knownHosts     []string // the user's files; new keys go into the first
+	globalKnown    []string
+	strict         string // yes, no, accept-new or ask
+	insecure       bool   // -insecure-accept-unknown-host: accept unknown keys unsaved
+	hashKnownHosts bool
+	connectTimeout time.Duration
+	aliveInterval  time.Duration
+	aliveCountMax  int
+	ciphers        []string
+	batch          bool // BatchMode: never prompt
+	password       bool // PasswordAuthentication
+	kbdInteractive bool // KbdInteractiveAuthentication
+	pubkey         bool // PubkeyAuthentication
+	passwordTries  int
+}
+
+// resolveHost works out hc for r: the operand's user and port win, then the flags,
+// then ssh_config, then the defaults. A jump host (hop is true) takes only its
+// operand and ssh_config: the flags are the final host's.
+func (a *app) resolveHost(r remote, hop bool) (*hostConfig, error) {
+	c, cfg := a.sshCfg, a.cfg
+	alias := r.Host
+	hc := &hostConfig{alias: alias}
+	get := func(k string) string { return c.get(alias, k) }
+	yes := func(k string, def bool) (bool, error) {
+		switch v := strings.ToLower(get(k)); v {
+		case "":
+			return def, nil
+		case "yes", "true":
+			return true, nil
+		case "no", "false":
+			return false, nil
+		default:
+			return false, fmt.Errorf("ssh_config: %s %s: want yes or no", k, v)
+		}
+	}
+	hc.hostName = alias
+	if h := get("HostName"); h != "" {
+		hc.hostName = expandTokens(h, hc, nil)
+	}
+	switch {
+	case r.Port != 0:
+		hc.port = r.Port
+	case cfg.port != 0 && !hop:
+		hc.port = cfg.port
+	case get("Port") != "":
+		p, err := strconv.Atoi(get("Port"))
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("ssh_config: Port %q for %s: want 1 to 65535", get("Port"), alias)
+		}
+		hc.port = p
+	default:
+		hc.port = 22
+	}
+	switch {
+	case r.User != "":
+		hc.user = r.User
+	case cfg.user != "" && !hop:
+		hc.user = cfg.user
+	case get("User") != "":
+		hc.user = get("User")
+	default:
+		u, err := localUser()
+		if err != nil {
+			return nil, fmt.Errorf("no SSH user: give user@host or -l (%v)", err)
+		}
+		hc.user = u
+	}
+	var ids []string
+	if !hop {
+		for _, f := range cfg.identities {
+			ids = append(ids, expandHome(f))
+		}
+		hc.cliIdentities = slices.Clone(ids)
+	}
+	for _, f := range c.getAll(alias, "IdentityFile") {
+		if !strings.EqualFold(f, "none") {
+			ids = append(ids, expandTokens(f, hc, nil))
+		}
+	}
+	hc.identityFiles = ids
+	var err error
+	if hc.identitiesOnly, err = yes("IdentitiesOnly", false); err != nil {
+		return nil, err
+	}
+	if hc.batch, err = yes("BatchMode", false); err != nil {
+		return nil, err
+	}
+	if hc.password, err = yes("PasswordAuthentication", true); err != nil {
+		return nil, err
+	}
+	if hc.kbdInteractive, err = yes("KbdInteractiveAuthentication", true); err != nil {
+		return nil, err
+	}
+	if hc.pubkey, err = yes("PubkeyAuthentication", true); err != nil {
+		return nil, err
+	}
+	if hc.hashKnownHosts, err = yes("HashKnownHosts", false); err != nil {
+		return nil, err
+	}
+	hc.passwordTries = 3
+	if v := get("NumberOfPasswordPrompts"); v != "" {
+		if hc.passwordTries, err = strconv.Atoi(v); err != nil || hc.passwordTries < 0 {
+			return nil, fmt.Errorf("ssh_config: NumberOfPasswordPrompts %q: want a number", v)
+		}
+	}
+	if !hop && cfg.jump != "" {
+		hc.proxyJump = cfg.jump
+	} else if j := get("ProxyJump"); !strings.EqualFold(j, "none") {
+		hc.proxyJump = j
+	}
+	if pc := get("ProxyCommand"); pc != "" && !strings.EqualFold(pc, "none") {
+		hc.proxyCommand = pc
+	}
+	if hc.proxyJump != "" && hc.proxyCommand != "" {
+		// OpenSSH takes whichever comes first; sluice cannot tell the order of two
+		// keywords, so it refuses rather than guess.
+		return nil, fmt.Errorf("both ProxyJump and ProxyCommand apply to %s: keep one", alias)
+	}
+	switch {
+	case cfg.knownHosts != "" && !hop:
+		hc.knownHosts = []string{expandHome(cfg.knownHosts)}
+	case get("UserKnownHostsFile") != "":
+		for _, f := range strings.Fields(get("UserKnownHostsFile")) {
+			if f != "none" {
+				hc.knownHosts = append(hc.knownHosts, expandTokens(f, hc, nil))
+			}
+		}
+	default:
+		if home, err := os.UserHomeDir(); err == nil {
+			hc.knownHosts = []string{filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, ".ssh", "known_hosts2")}
+		}
+	}
+	if g := get("GlobalKnownHostsFile"); g != "" {
+		for _, f := range strings.Fields(g) {
+			if f != "none" {
+				hc.globalKnown = append(hc.globalKnown, expandTokens(f, hc, nil))
+			}
+		}
+	} else if cfg.knownHosts == "" || hop {
+		hc.globalKnown = []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
+	}
+	hc.strict = "ask"
+	if v := strings.ToLower(get("StrictHostKeyChecking")); v != "" {
+		switch v {
+		case "yes", "accept-new", "no", "ask":
+			hc.strict = v
+		case "off":
+			hc.strict = "no"
+		default:
+			return nil, fmt.Errorf("ssh_config: StrictHostKeyChecking %s: want yes, accept-new, no or ask", v)
+		}
+	}
+	hc.insecure = cfg.acceptUnknown && !hop
+	if v := get("ConnectTimeout"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("ssh_config: ConnectTimeout %q: want seconds", v)
+		}
+		hc.connectTimeout = time.Duration(n) * time.Second
+	}
+	if v := get("ServerAliveInterval"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("ssh_config: ServerAliveInterval %q: want seconds", v)
+		}
+		hc.aliveInterval = time.Duration(n) * time.Second
+	}
+	hc.aliveCountMax = 3
+	if v := get("ServerAliveCountMax"); v != "" {
+		if hc.aliveCountMax, err = strconv.Atoi(v); err != nil || hc.aliveCountMax < 1 {
+			return nil, fmt.Errorf("ssh_config: ServerAliveCountMax %q: want a positive number", v)
+		}
+	}
+	if cfg.cipher != "" && !hop {
+		hc.ciphers = []string{cfg.cipher}
+	} else if v := get("Ciphers"); v != "" {
+		if hc.ciphers, err = cipherList(v); err != nil {
+			return nil, err
+		}
+	}
+	return hc, nil
+}
+
+// cipherList applies an ssh_config Ciphers value to x/crypto's defaults: a list
+// replaces them, "+list" appends, "-list" removes, "^list" puts first. Names x/crypto
+// does not implement are an error, so a typo does not quietly change nothing.
+func cipherList(v string) ([]string, error) {
+	known := append(slices.Clone(ssh.SupportedAlgorithms().Ciphers), ssh.InsecureAlgorithms().Ciphers...)
+	def := slices.Clone(ssh.SupportedAlgorithms().Ciphers)
+	op := byte(0)
+	if v[0] == '+' || v[0] == '-' || v[0] == '^' {
+		op, v = v[0], v[1:]
+	}
+	names := strings.Split(v, ",")
+	for _, n := range names {
+		if op != '-' && !slices.Contains(known, n) {
+			return nil, fmt.Errorf("ssh_config: Ciphers: unknown cipher %s; want one of %s", n, strings.Join(def, ", "))
+		}
+	}
+	switch op {
+	case '+':
+		return append(def, names...), nil
+	case '-':
+		return slices.DeleteFunc(def, func(s string) bool { return slices.Contains(names, s) }), nil
+	case '^':
+		return append(names, slices.DeleteFunc(def, func(s string) bool { return slices.Contains(names, s) })...), nil
+	}
+	return names, nil
+}
+
+// expandTokens replaces ssh_config's %-tokens and a leading ~ in s: %h host name,
+// %p port, %r remote user, %n the name as typed, %u local user, %d local home, %%.
+// extra adds tokens.
+func expandTokens(s string, hc *hostConfig, extra map[byte]string) string {
+	s = expandHome(s)
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	home, _ := os.UserHomeDir()
+	lu, _ := localUser()
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch t := s[i]; t {
+		case '%':
+			b.WriteByte('%')
+		case 'h':
+			b.WriteString(hc.hostName)
+		case 'p':
+			b.WriteString(strconv.Itoa(hc.port))
+		case 'r':
+			b.WriteString(hc.user)
+		case 'n':
+			b.WriteString(hc.alias)
+		case 'u':
+			b.WriteString(lu)
+		case 'd':
+			b.WriteString(home)
+		default:
+			if v, ok := extra[t]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteByte('%')
+				b.WriteByte(t)
+			}
+		}
+	}
+	return b.String()
+}
+
+// localUser is $USER, else the account this process runs as.
+func localUser() (string, error) {
+	if u := os.Getenv("USER"); u != "" {
+		return u, nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return "", err
+	}
+	return u.Username, nil
+}

@@ -1,0 +1,147 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+)
+
+// SetDeadline bounds the File's I/O in time, as os.File.SetDeadline does: once t
+// passes, every wait of the File's reads, writes, transfers (ReadFrom, WriteTo, so
+// io.Copy), Stat, Sync, Truncate, Chmod, Chown and Chtimes ends, in progress or
+// future, and the call returns an error matching os.ErrDeadlineExceeded (and
+// context.DeadlineExceeded). A zero t means no deadline; a t in the past makes I/O
+// fail at once. Setting a later deadline after one has passed makes the File usable
+// again: an interrupted call may have moved part of its data, as with os.File, and its
+// n says how much; the offset stands where the acknowledged data left it.
+//
+// The ctx given to Open bounds only the open. SetDeadline is how to bound what comes
+// after it. One deadline covers reads and writes alike. Close is not bounded by it.
+func (f *File) SetDeadline(t time.Time) error {
+	if !f.life.setDeadline(t) {
+		return f.closedErr("setdeadline")
+	}
+	return nil
+}
+
+// errDeadline is what a File's waits end with once its deadline has passed.
+var errDeadline error = deadlineError{}
+
+type deadlineError struct{}
+
+func (deadlineError) Error() string   { return "sftp: the file's deadline has passed" }
+func (deadlineError) Timeout() bool   { return true }
+func (deadlineError) Temporary() bool { return true }
+func (deadlineError) Is(target error) bool {
+	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
+}
+
+// fileLife is the context every wait of a File selects on (File.ctx). It ends for good
+// when the File is closed, or when its Get, Put or ReadFile is cancelled (both call
+// cancel), with context.Canceled. It ends for the moment when the deadline passes,
+// with errDeadline: a later SetDeadline then starts a fresh Done channel for the waits
+// that follow, while those already ended stay ended. Until a deadline has passed,
+// Done returns the same channel on every call.
+type fileLife struct {
+	mu     sync.Mutex
+	done   chan struct{}
+	err    error // nil, errDeadline or context.Canceled
+	closed bool
+	fired  bool // a deadline has passed at some point
+	timer  *time.Timer
+	gen    uint64 // counts SetDeadline calls, so that a stale timer does nothing
+}
+
+var _ context.Context = (*fileLife)(nil)
+
+func newFileLife() *fileLife { return &fileLife{done: make(chan struct{})} }
+
+func (l *fileLife) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (l *fileLife) Value(any) any               { return nil }
+
+func (l *fileLife) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}
+
+func (l *fileLife) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// cancel ends the File's life for good.
+func (l *fileLife) cancel() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.err == nil {
+		close(l.done)
+	}
+	l.err = context.Canceled
+}
+
+// setDeadline arms the deadline; false when the File is closed.
+func (l *fileLife) setDeadline(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.gen++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if l.err != nil { // passed: the waits that follow get a fresh channel
+		l.done, l.err = make(chan struct{}), nil
+	}
+	switch {
+	case t.IsZero():
+	case !t.After(time.Now()):
+		l.expire()
+	default:
+		gen := l.gen
+		l.timer = time.AfterFunc(time.Until(t), func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.gen == gen && l.err == nil {
+				l.expire()
+			}
+		})
+	}
+	return true
+}
+
+// expire ends the current waits. l.mu is held and l.err is nil.
+func (l *fileLife) expire() {
+	l.fired = true
+	l.err = errDeadline
+	close(l.done)
+}
+
+// explain turns the "file closed" errors that some waits give when the File's
+// context ends into the deadline's error, when a deadline ended it and the File is
+// still open.
+func (l *fileLife) explain(err error) error {
+	if err == nil || !errors.Is(err, fs.ErrClosed) {
+		return err
+	}
+	l.mu.Lock()
+	fired, closed := l.fired, l.closed
+	l.mu.Unlock()
+	if fired && !closed {
+		return errDeadline
+	}
+	return err
+}

@@ -1,0 +1,329 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// Directory listings. Every listing of this package goes through one reader, Dir:
+// ReadDir, the io/fs views, Walk, WalkDir, Glob, RemoveAll and recursive Get all read
+// their directories with it. A Dir fetches one READDIR page at a time, so its memory is
+// one page (at most one reply, 256 KiB on OpenSSH) however large the directory is.
+// What a listing holds in memory at once is bounded where the whole listing is kept:
+// see MaxReadDirEntries.
+
+const (
+	// MaxReadDirEntries is the most entries a whole-directory listing holds: ReadDir,
+	// Dir.ReadDir(n) with n <= 0, the io/fs ReadDir, and everything built on them (Walk,
+	// WalkDir, Glob, RemoveAll, a recursive Get). Past it they fail with an error
+	// matching ErrListingTooLarge. A directory of more entries is still listed in full
+	// by DirEntries or Dir.ReadDir(n) with n > 0, which hold one page at a time.
+	MaxReadDirEntries = 1 << 20
+	// MaxReadDirBytes bounds the bytes of names and extended attributes a
+	// whole-directory listing holds, so that a server sending a million entries with
+	// long names cannot make one either (past it: ErrListingTooLarge).
+	MaxReadDirBytes = 128 << 20
+	// maxEmptyPages is how many READDIR replies in a row may bring no entry before the
+	// listing fails: a real server ends a listing with STATUS EOF, and one that keeps
+	// sending empty pages would otherwise keep a reader busy forever.
+	maxEmptyPages = 16
+)
+
+var (
+	// ErrListingTooLarge is matched by the error of a whole-directory listing that
+	// passed MaxReadDirEntries or MaxReadDirBytes.
+	ErrListingTooLarge = errors.New("sftp: the directory listing is larger than a whole-directory read accepts; list it with DirEntries or Dir.ReadDir(n)")
+	// ErrInvalidEntryName is matched by the error of a listing in which the server sent
+	// an entry name that is not one plain name: empty, containing "/" or NUL. Such a
+	// name cannot be a directory entry on any real file system, and joined to a path it
+	// would name some other file, so the listing is refused rather than shortened
+	// silently. The entries before it have been returned. "." and ".." are not errors:
+	// servers list them, and every listing skips them.
+	ErrInvalidEntryName = errors.New("sftp: the server listed an invalid entry name")
+)
+
+// validEntryName reports whether a name from READDIR names one entry of the directory
+// and nothing else. "." and ".." are skipped before this is asked.
+func validEntryName(name string) bool {
+	return fs.ValidPath(name) && !strings.ContainsAny(name, "/\x00")
+}
+
+// Dir is an open remote directory, read a page at a time. Its methods are safe for
+// concurrent use, and calls are served one at a time. Entries come in the server's
+// order, without "." and "..".
+//
+// A read interrupted by its ctx, or one that failed, leaves the Dir failed: the server
+// has moved past a page the client never saw, so the rest of the listing could only be
+// incomplete. Later reads return the same error.
+type Dir struct {
+	c      *Client
+	cn     *conn
+	name   string
+	handle string
+
+	// life ends when Close is called, so a read in another goroutine stops at once.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	page    []fs.DirEntry // fetched and not yet returned
+	err     error         // io.EOF at the end; else the failure, sticky
+	empties int           // pages in a row that brought no entry
+	closed  bool
+}
+
+// OpenDir opens the named directory for reading. ctx bounds only the open; each read
+// takes its own ctx (ReadDirContext), or none (ReadDir), and Close ends any read.
+func (c *Client) OpenDir(ctx context.Context, name string) (*Dir, error) {
+	d, err := c.openDir(ctx, name)
+	if err != nil {
+		return nil, pathErr("opendir", name, err)
+	}
+	return d, nil
+}
+
+func (c *Client) openDir(ctx context.Context, name string) (*Dir, error) {
+	h, err := c.openHandle(ctx, c.main, "opendir", func(id uint32) []byte {
+		return appendString1(nil, sshfx.TypeOpendir, id, name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &Dir{c: c, cn: c.main, name: name, handle: h}
+	d.life, d.cancel = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Name returns the name the directory was opened with.
+func (d *Dir) Name() string { return d.name }
+
+// ReadDir reads the directory in os.File's style: with n > 0 it returns at most n
+// entries, and io.EOF (with none) at the end; with n <= 0 it returns all that remain
+// with a nil error at the end, bounded like Client.ReadDir. It waits as long as the
+// server takes; Close, or the connection dying, ends the wait. Use ReadDirContext to
+// bound it.
+func (d *Dir) ReadDir(n int) ([]fs.DirEntry, error) {
+	return d.ReadDirContext(context.Background(), n)
+}
+
+// ReadDirContext is ReadDir bounded by ctx. Entries come in the server's order.
+func (d *Dir) ReadDirContext(ctx context.Context, n int) ([]fs.DirEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, pathErr("readdir", d.name, fs.ErrClosed)
+	}
+	ctx, stop := d.bound(ctx)
+	defer stop()
+	if n > 0 {
+		for len(d.page) == 0 && d.err == nil {
+			d.fill(ctx)
+		}
+		if len(d.page) == 0 {
+			return nil, d.fail(d.err)
+		}
+		k := min(n, len(d.page))
+		out := d.page[:k:k]
+		d.page = d.page[k:]
+		return out, nil
+	}
+	out, err := d.readAll(ctx)
+	return out, d.fail(err)
+}
+
+// fail labels a listing error with the directory's name; io.EOF stays bare, as
+// callers compare it with ==.
+func (d *Dir) fail(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if d.life.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("sftp: directory closed during the read: %w", fs.ErrClosed)
+	}
+	return pathErr("readdir", d.name, err)
+}
+
+// bound joins ctx with the Dir's life, so that Close interrupts a read.
+func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// readAll returns every entry that remains, bounded by MaxReadDirEntries and
+// MaxReadDirBytes. Called with mu held.
+func (d *Dir) readAll(ctx context.Context) ([]fs.DirEntry, error) {
+	var out []fs.DirEntry
+	size := 0
+	for {
+		for _, e := range d.page {
+			size += entrySize(e)
+		}
+		out = append(out, d.page...)
+		d.page = nil
+		if len(out) > MaxReadDirEntries || size > MaxReadDirBytes {
+			d.err = fmt.Errorf("%w (more than %d entries or %d bytes)", ErrListingTooLarge, MaxReadDirEntries, MaxReadDirBytes)
+			return nil, d.err
+		}
+		switch {
+		case d.err == io.EOF:
+			return out, nil
+		case d.err != nil:
+			return nil, d.err
+		}
+		d.fill(ctx)
+	}
+}
+
+// entrySize is what an entry costs a whole listing in bytes the server chose.
+func entrySize(e fs.DirEntry) int {
+	n := len(e.Name())
+	if de, ok := e.(dirEntry); ok {
+		for _, x := range de.fi.attrs.Extended {
+			n += len(x.Type) + len(x.Data)
+		}
+	}
+	return n
+}
+
+// fill fetches the next page into d.page, or sets d.err. Called with mu held and
+// d.page empty.
+func (d *Dir) fill(ctx context.Context) {
+	if err := ctx.Err(); err != nil {
+		d.err = fmt.Errorf("sftp: %w", err)
+		return
+	}
+	r, err := d.cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeReaddir, id, d.handle) })
+	if err != nil {
+		d.err = err
+		return
+	}
+	names, err := decodeName("READDIR", &r)
+	r.release()
+	if err != nil {
+		if err != io.EOF {
+			err = d.cn.check(err)
+		}
+		d.err = err
+		return
+	}
+	page := make([]fs.DirEntry, 0, len(names))
+	for _, e := range names {
+		if e.name == "." || e.name == ".." {
+			continue
+		}
+		if !validEntryName(e.name) {
+			d.err = fmt.Errorf("%w: %q", ErrInvalidEntryName, e.name)
+			break
+		}
+		page = append(page, dirEntry{newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname))})
+	}
+	d.page = page
+	if len(page) > 0 || d.err != nil {
+		d.empties = 0
+		return
+	}
+	if d.empties++; d.empties >= maxEmptyPages {
+		d.err = fmt.Errorf("sftp: the server sent %d READDIR replies in a row without an entry", d.empties)
+	}
+}
+
+// Close closes the directory handle, ending any read in progress. A second Close
+// returns an error matching fs.ErrClosed.
+func (d *Dir) Close() error {
+	return d.close(context.Background())
+}
+
+// close closes the handle, waiting for the reply no longer than ctx allows: past
+// that, the CLOSE still goes out but nobody waits for it.
+func (d *Dir) close(ctx context.Context) error {
+	d.cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return pathErr("close", d.name, fs.ErrClosed)
+	}
+	d.closed, d.page = true, nil
+	if ctx.Err() != nil {
+		d.c.closeHandleBackground(d.cn, d.handle)
+		return nil
+	}
+	return pathErr("close", d.name, d.c.closeHandleWait(ctx, d.cn, d.handle))
+}
+
+// DirEntries lists the named directory as it goes: each READDIR page is fetched
+// when the entries before it have been consumed, so memory stays at one page for
+// directories of any size. Entries come in the server's order, without "." and "..".
+// An error ends the sequence (it is yielded with a nil entry); ctx bounds every
+// request, and the directory handle is closed when the loop ends, early or not.
+func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEntry, error] {
+	return func(yield func(fs.DirEntry, error) bool) {
+		d, err := c.openDir(ctx, name)
+		if err != nil {
+			yield(nil, pathErr("readdir", name, err))
+			return
+		}
+		for {
+			page, err := d.ReadDirContext(ctx, 1<<10)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				d.close(ctx)
+				yield(nil, err)
+				return
+			}
+			for _, e := range page {
+				if !yield(e, nil) {
+					d.close(ctx)
+					return
+				}
+			}
+		}
+		if err := d.close(ctx); err != nil {
+			yield(nil, err)
+		}
+	}
+}
+
+// ReadDir reads the named directory and returns its entries sorted by name, without
+// "." and "..". It holds the whole listing in memory, so it accepts at most
+// MaxReadDirEntries entries and MaxReadDirBytes of names (past either, an error
+// matching ErrListingTooLarge): list larger directories with DirEntries or OpenDir.
+// A name that is not one plain name fails the listing (ErrInvalidEntryName).
+func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	d, err := c.openDir(ctx, name)
+	if err != nil {
+		return nil, pathErr("readdir", name, err)
+	}
+	d.mu.Lock()
+	entries, err := d.readAll(ctx)
+	d.mu.Unlock()
+	if err != nil {
+		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins
+		return nil, pathErr("readdir", name, err)
+	}
+	if err := d.close(ctx); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// dirEntry is an fs.DirEntry over the attributes READDIR sent: Info costs no request.
+type dirEntry struct{ fi *fileInfo }
+
+func (e dirEntry) Name() string               { return e.fi.name }
+func (e dirEntry) IsDir() bool                { return e.fi.IsDir() }
+func (e dirEntry) Type() fs.FileMode          { return e.fi.Mode().Type() }
+func (e dirEntry) Info() (fs.FileInfo, error) { return e.fi, nil }
+func (e dirEntry) String() string             { return fs.FormatDirEntry(e) }

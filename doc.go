@@ -1,0 +1,118 @@
+// Package sftp is an SFTP version 3 client on golang.org/x/crypto/ssh, built to move
+// data at the speed of the link: transfers keep many requests in flight and stripe
+// large files across several SFTP channels of one SSH connection.
+//
+// # Quick start
+//
+// Dial SSH with golang.org/x/crypto/ssh, then start SFTP on the connection:
+//
+//	conn, err := ssh.Dial("tcp", "example.com:22", config)
+//	if err != nil { ... }
+//	defer conn.Close()
+//	c, err := sftp.NewClient(ctx, conn)
+//	if err != nil { ... }
+//	defer c.Close()
+//
+//	f, err := c.Create(ctx, "backup.tar")
+//	_, err = io.Copy(f, src)  // many WRITEs in flight
+//	err = f.Close()           // always check: a write may fail only here
+//
+//	err = c.Get(ctx, "/srv/logs", "./logs", sftp.Recursive())
+//
+// NewClientPipe speaks SFTP over any pair of pipes instead, for example to a local
+// sftp-server process. WithSubsystem, WithServerCommand and WithEnv choose how the
+// server is started on an SSH session (rclone's server_command and set_env).
+//
+// What a program usually needs:
+//   - files: Open, Create, OpenFile give a *File with every io interface; ReadFile,
+//     WriteFile; Get and Put move files and whole trees, in parallel, resumable;
+//   - paths: Stat, Lstat, Mkdir, MkdirAll, Remove, RemoveAll, Rename, Chmod, Chown,
+//     Chtimes, Truncate, Readlink, Symlink, Link, RealPath, Getwd, HomeDir, StatVFS;
+//   - listings: ReadDir (sorted, whole), DirEntries and OpenDir (streaming, for
+//     directories of any size), WalkDir and Walk, Glob;
+//   - io/fs: FS and DirFS give an fs.FS rooted at the start directory or at any
+//     remote directory, for fs.WalkDir, fs.Glob, os.CopyFS, template.ParseFS and the rest;
+//   - on the server alone: Copy (copy-data), UserGroupNames (owner names);
+//   - liveness: Done and Err report that the connection died without a call.
+//
+// # Contexts and time bounds
+//
+// Every Client method takes a context.Context that bounds all of its waits: when ctx
+// ends, the call returns an error matching ctx.Err() promptly, even if the server
+// never answers. A handle the server opens for a call that gave up is closed in the
+// background.
+//
+// A *File or *Dir outlives the ctx of the call that opened it: Open's ctx governs only
+// the open. Its I/O (Read, Write, io.Copy through it) waits as long as the server
+// takes, and ends when the File is closed (from any goroutine: transfers in progress
+// stop with an error matching fs.ErrClosed) or the connection dies. To bound File I/O
+// in time, set a deadline with File.SetDeadline: a wait past it fails with an error
+// matching os.ErrDeadlineExceeded, as with os.File. A Dir
+// takes a ctx per read (Dir.ReadDirContext). The io/fs views take no context at all;
+// use the Client's methods where a call must be bounded.
+//
+// # Concurrency
+//
+// A Client is safe for concurrent use by any number of goroutines, and so is a File.
+// Requests from all goroutines share the SFTP channel: each request is written whole,
+// replies are matched to requests by id, and a slow reader of one reply never holds up
+// another. A File's Read, Write, Seek, ReadFrom and WriteTo share its offset and run
+// one at a time; ReadAt and WriteAt run concurrently with anything. Close of a File
+// orders itself after every request that names its handle, so no request can reach a
+// handle the server has since reused.
+//
+// # Transfers and striping
+//
+// File.ReadFrom, WriteTo (and so io.Copy), ReadFile, WriteFile, Get and Put keep a
+// window of up to 64 requests in flight (WithMaxInflight), each as large as the
+// server's limits@openssh.com allows (WithMaxPacket). One SSH channel carries at most
+// its 2 MiB window per round trip; on links with a long round trip (2 ms or more,
+// measured) a large transfer is striped: the file is opened on up to WithChannels(n)
+// SFTP channels (default 4) of the same SSH connection, each moving its own ranges.
+// Striping is invisible to the caller: the data arrives in order through the same io
+// interfaces. NewClientPipe always uses one channel.
+//
+// # Errors
+//
+// The client draws the line OpenSSH's does. A STATUS reply, whatever its code, fails
+// only the request it answers: the channel and every other request carry on, even
+// where the STATUS makes no sense (rclone answers some READs with STATUS OK). Anything
+// else that does not fit closes the channel: broken framing (a bad length, a truncated
+// body, an unknown or repeated request id), a reply of the wrong type, DATA longer than
+// its READ asked for. Every call on that channel, the one that met the bad reply
+// included, then fails with an error matching both *ProtocolError and net.ErrClosed,
+// so a caller that reconnects on net.ErrClosed need not know which check fired.
+//
+// Errors are wrapped once, with the operation and path: *fs.PathError for one path,
+// *os.LinkError for two (Rename, Symlink, Link, Copy). Inside is one of:
+//   - *StatusError, the server's STATUS reply. Branch with errors.Is on the standard
+//     errors it matches: fs.ErrNotExist (NO_SUCH_FILE), fs.ErrPermission
+//     (PERMISSION_DENIED), errors.ErrUnsupported (OP_UNSUPPORTED). Never branch on its
+//     Message: servers word the same failure differently. A STATUS OK where data was
+//     due is a *StatusError with Code StatusOK; an EOF where no end exists, one with
+//     Code StatusEOF, never io.EOF.
+//   - a sharper error where SFTP v3 says only FAILURE and the client can find out
+//     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
+//     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
+//   - errors.ErrUnsupported for an extension the server does not offer (StatVFS, Link,
+//     LChtimes, Copy, UserGroupNames), with nothing sent.
+//   - an error matching net.ErrClosed once the channel is gone (Close, the server
+//     leaving, the SSH connection dropping); it unwraps to the cause, and Err returns it.
+//   - *ProtocolError when the server broke the protocol; the channel is closed with it,
+//     since nothing after a malformed packet can be trusted, so the error also matches
+//     net.ErrClosed.
+//   - ctx.Err() (matched with errors.Is) when the call's ctx ended.
+//   - for listings: ErrListingTooLarge past MaxReadDirEntries or MaxReadDirBytes in a
+//     whole-directory read, ErrInvalidEntryName for a name that is not one plain name;
+//     ErrWalkTooDeep past MaxWalkDepth in a walk.
+//
+// io.EOF is returned bare wherever callers compare it with ==. No call returns short
+// data with a nil error.
+//
+// # The server is not trusted
+//
+// Nothing a server sends may crash the client, hang a call past its ctx, or grow memory
+// without bound: replies are length-checked before anything is allocated, a whole
+// listing is capped and a streaming one holds one page, and a directory entry name that
+// could name another file ("a/b", "..", "") is refused wherever listings surface.
+package sftp

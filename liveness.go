@@ -1,0 +1,34 @@
+package sftp
+
+// Done returns a channel that is closed when the Client's main SFTP channel has
+// ended: the server closed it or exited, the SSH connection dropped, the server broke
+// the protocol, or Close was called. It lets a program learn that the connection died
+// without making a call, for example to reconnect at once:
+//
+//	for {
+//		c, err := connect(ctx) // ssh.Dial + sftp.NewClient
+//		if err != nil { /* back off, retry */ }
+//		select {
+//		case <-c.Done():
+//			log.Print("sftp connection lost: ", c.Err())
+//			c.Close()
+//		case <-ctx.Done():
+//			c.Close()
+//			return
+//		}
+//	}
+//
+// A Client never reconnects by itself: the server forgets open handles with the
+// session, so a File cannot be carried over, and whether a half-done operation may be
+// repeated is the program's decision. Make a new *ssh.Client and a new Client, and
+// reopen what was open. Striping channels that die leave the Client working on the
+// main channel; Done concerns the main channel only.
+func (c *Client) Done() <-chan struct{} { return c.main.done }
+
+// Err returns nil while Done is open. After, it returns why the main channel ended: an
+// error matching net.ErrClosed, which unwraps to the cause ("server closed the
+// connection" when the server went away between requests, io.ErrUnexpectedEOF when it
+// went away with requests outstanding, a read error, or a *ProtocolError when it broke
+// the protocol).
+// Every call made after that fails with the same error.
+func (c *Client) Err() error { return c.main.failed() }
