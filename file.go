@@ -481,8 +481,15 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	f.dropReadAhead()
 	s := f.newReadStream(f.offset, -1, f.window(), true)
 	defer s.close()
+	// Remote failures come back as *fs.PathError, w's bare.
 	wa, base, direct := writerAt(w)
-	n, err := s.writeTo(w, wa, base) // remote failures come back as *fs.PathError, w's bare
+	var n int64
+	var err error
+	if direct {
+		n, err = s.writeAt(wa, base)
+	} else {
+		n, err = s.writeTo(w)
+	}
 	f.offset += n
 	if direct {
 		if _, serr := w.(io.Seeker).Seek(base+n, io.SeekStart); err == nil {
