@@ -102,6 +102,11 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
+	if isDir {
+		if err := checkDistinctBases("put", locals, filepath.Base); err != nil {
+			return err
+		}
+	}
 	for _, local := range locals {
 		// Where the copy lands is Put's rule, repeated for the summary and the
 		// overlap check.
@@ -180,6 +185,11 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 	case errors.Is(lerr, fs.ErrNotExist):
 		if _, perr := os.Stat(filepath.Dir(local)); errors.Is(perr, fs.ErrNotExist) {
 			return fmt.Errorf("get: no such directory: %s", filepath.Dir(local))
+		}
+	}
+	if isDir {
+		if err := checkDistinctBases("get", srcs, path.Base); err != nil {
+			return err
 		}
 	}
 	for _, src := range srcs {
@@ -277,4 +287,20 @@ func unwrapOp(err error, op, name string) error {
 		return pe.Err
 	}
 	return err
+}
+
+// checkDistinctBases refuses sources that would land on the same name in the
+// destination directory ('box:*/log.txt' out/ matches a/log.txt and b/log.txt): the
+// later copy would silently replace the earlier one. Checked before anything is copied.
+func checkDistinctBases(op string, srcs []string, base func(string) string) error {
+	first := make(map[string]string, len(srcs))
+	for _, src := range srcs {
+		b := base(src)
+		if prev, ok := first[b]; ok {
+			return fmt.Errorf("%s: %s and %s would both be copied to %s in the destination; copy them separately",
+				op, escapeText(prev), escapeText(src), escapeText(b))
+		}
+		first[b] = src
+	}
+	return nil
 }
