@@ -380,7 +380,9 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	return t.local.rename(part, dst)
 }
 
-// receive writes f from off into lf, the part file.
+// receive writes f from off into lf, the part file. WriteTo writes each piece at its
+// offset as it arrives, so when it fails, pieces past the n bytes it reports may be in
+// lf: lf is cut back to what is known good, since Resume trusts a part file's size.
 func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
@@ -390,10 +392,17 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 			return 0, err
 		}
 	}
-	if p == nil {
-		return f.WriteTo(lf)
+	var w io.Writer = lf
+	if p != nil {
+		w = &progressFile{f: lf, p: p}
 	}
-	return f.WriteTo(&progressWriter{w: lf, p: p})
+	n, err := f.WriteTo(w)
+	if err != nil {
+		if terr := lf.Truncate(off + n); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}
+	return n, err
 }
 
 // finishLocal sets the metadata of a complete local part file, syncs and closes it.
@@ -543,23 +552,14 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 			return err
 		}
 	}
-	var err error
-	if p == nil {
-		*n, err = f.ReadFrom(lf)
-	} else {
-		// The engine learns a source's size from an *os.File or an *io.LimitedReader,
-		// to stripe a large upload from its first byte; the counting wrapper would
-		// hide it. So the size known goes on a LimitedReader, and whatever lies past
-		// it (a file still growing) follows in a second ReadFrom, as cp would copy it.
-		pr := &progressReader{r: lf, p: p}
-		*n, err = f.ReadFrom(&io.LimitedReader{R: pr, N: max(fi.Size()-off, 0)})
-		if err == nil {
-			var more int64
-			more, err = f.ReadFrom(pr)
-			*n += more
-		}
+	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
+	// ends, whether it grew since it was listed or not, as cp would copy it.
+	var src io.Reader = lf
+	if p != nil {
+		src = &progressFile{f: lf, p: p}
 	}
-	if err != nil {
+	var err error
+	if *n, err = f.ReadFrom(src); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -57,7 +57,7 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 		return err
 	}
 	defer c.closeBoth(ctx, cn, rh, &err)
-	a, err := c.attrsCall(ctx, "FSTAT", func(id uint32) []byte { return appendString1(nil, sshfx.TypeFstat, id, rh) })
+	a, err := c.attrsCall(ctx, "FSTAT", func(dst []byte, id uint32) []byte { return appendString1(dst, sshfx.TypeFstat, id, rh) })
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	}
 	var w io.Writer = lf
 	if p != nil {
-		w = &progressWriter{w: lf, p: p}
+		w = &progressFile{f: lf, p: p}
 	}
 	n, rest, err := t.receiveSmall(ctx, f, size, w)
 	if err != nil || !rest {
