@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,4 +267,27 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	require.Zero(t, srv.OpenHandles())
+}
+
+// TestStripedGetSiblingCloseNeverAnswered: a server that never answers the CLOSE of a
+// striping lane's handle must not hold a Get past its ctx (issue 8, item 7, on the
+// striped path): the wait for sibling CLOSEs is bounded by the File's life.
+func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
+	const size = 12<<20 + 77
+	c, srv := newTestServerClient(t, testserver.Options{Stall: ofType(testserver.TypeClose)},
+		withStripeMinRTT(0))
+	c.opts.channels = 3
+	c.openChannel = func(ctx context.Context) (*conn, error) {
+		r, w := srv.Conn()
+		return newConn(ctx, r, w, func() error { r.Close(); return w.Close() }, true, &c.dataPool)
+	}
+	require.NoError(t, srv.WriteFile("/big", randBytes(size, 5), 0o644))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := tsGo(func() error { return c.Get(ctx, "/big", filepath.Join(t.TempDir(), "big")) })
+	tsWaitStalled(t, srv, 1) // the first CLOSE is a sibling's: the data has all arrived
+	require.Greater(t, len(c.chans.live()), 1, "the Get striped")
+	cancel()
+	require.ErrorIs(t, tsRecv(t, res, "Get"), context.Canceled)
+	srv.ReleaseStalled()
 }

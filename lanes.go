@@ -145,9 +145,10 @@ func (ls *lanes) finish() error {
 		waiting[id] = l.cn
 	}
 	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's.
-	for len(waiting) > 0 {
-		r := <-ls.ch
+	// turn up here, and must not be taken for a CLOSE's. The wait is bounded by the
+	// File's life (its Close, or the ctx of the Get or Put it serves): a server that
+	// never answers a CLOSE must not hold the call.
+	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
 			if r.err != nil {
@@ -158,8 +159,38 @@ func (ls *lanes) finish() error {
 		}
 		r.release()
 	}
+	for len(waiting) > 0 {
+		select { // replies that are here count even once the File's life has ended
+		case r := <-ls.ch:
+			collect(r)
+			continue
+		default:
+		}
+		select {
+		case r := <-ls.ch:
+			collect(r)
+			continue
+		case <-ls.f.ctx.Done():
+		}
+		forgetCloses(waiting)
+		break
+	}
 	ls.all = ls.all[:1]
 	return first
+}
+
+// forgetCloses gives up on the CLOSE replies still owed (waiting maps their ids to
+// their conns). The CLOSEs went out, so the server still closes the handles; the reader
+// drops their late replies. Replies already on their way land in ls.ch, which nobody
+// reads any more.
+func forgetCloses(waiting map[uint32]*conn) {
+	byConn := map[*conn][]uint32{}
+	for id, cn := range waiting {
+		byConn[cn] = append(byConn[cn], id)
+	}
+	for cn, ids := range byConn {
+		cn.forget(ids)
+	}
 }
 
 // firstErr keeps the first error of several: first, unless it is nil.
