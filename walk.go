@@ -261,18 +261,28 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 // (fs.ErrNotExist, fs.ErrPermission) are passed over: a lost connection, ctx ending
 // or a listing the server got wrong fails the Glob, rather than shortening its result
 // without a word.
+//
+// The result is held in memory, so it is bounded: a pattern matching more than
+// MaxGlobMatches names (a "*/*" over a server's directories of a million entries
+// each could otherwise match a million million) fails with an error matching
+// ErrListingTooLarge. Each directory listed is bounded as ReadDir is.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, err
 	}
-	return c.glob(ctx, pattern, 0)
+	return c.glob(ctx, pattern, 0, MaxGlobMatches)
 }
+
+// MaxGlobMatches is the most names a Glob returns; past it Glob fails with an error
+// matching ErrListingTooLarge.
+const MaxGlobMatches = MaxReadDirEntries
 
 // globMaxDepth bounds the recursion on the pattern's directories; path.Split always
 // shortens a pattern, so only a pattern longer than this could reach it.
 const globMaxDepth = 10000
 
-func (c *Client) glob(ctx context.Context, pattern string, depth int) ([]string, error) {
+// glob matches pattern, failing past maxMatches names.
+func (c *Client) glob(ctx context.Context, pattern string, depth, maxMatches int) ([]string, error) {
 	if depth > globMaxDepth {
 		return nil, path.ErrBadPattern
 	}
@@ -285,18 +295,18 @@ func (c *Client) glob(ctx context.Context, pattern string, depth int) ([]string,
 	dir, file := path.Split(pattern)
 	dir = cleanGlobDir(dir)
 	if !hasMeta(dir) {
-		return c.globDir(ctx, dir, file, nil)
+		return c.globDir(ctx, dir, file, nil, maxMatches)
 	}
 	if dir == pattern {
 		return nil, path.ErrBadPattern
 	}
-	dirs, err := c.glob(ctx, dir, depth+1)
+	dirs, err := c.glob(ctx, dir, depth+1, maxMatches)
 	if err != nil {
 		return nil, err
 	}
 	var matches []string
 	for _, d := range dirs {
-		if matches, err = c.globDir(ctx, d, file, matches); err != nil {
+		if matches, err = c.globDir(ctx, d, file, matches, maxMatches); err != nil {
 			return nil, err
 		}
 	}
@@ -321,8 +331,9 @@ func cleanGlobDir(dir string) string {
 	return dir[:len(dir)-1]
 }
 
-// globDir appends to matches the names in dir that match pattern.
-func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []string) ([]string, error) {
+// globDir appends to matches the names in dir that match pattern, failing once
+// matches would hold more than maxMatches.
+func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []string, maxMatches int) ([]string, error) {
 	fi, err := c.Stat(ctx, dir)
 	if err != nil {
 		return matches, passable(err)
@@ -339,9 +350,13 @@ func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []str
 		if err != nil {
 			return matches, err
 		}
-		if ok {
-			matches = append(matches, joinGlob(dir, e.Name()))
+		if !ok {
+			continue
 		}
+		if len(matches) >= maxMatches {
+			return nil, fmt.Errorf("sftp: glob: %w: the pattern matches more than %d names", ErrListingTooLarge, maxMatches)
+		}
+		matches = append(matches, joinGlob(dir, e.Name()))
 	}
 	return matches, nil
 }

@@ -3,12 +3,14 @@ package sftp
 import (
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -34,6 +36,18 @@ func selfListing(prefix, dir string, files ...string) func(string) testserver.Li
 			return lister
 		}
 		return nil
+	}
+}
+
+// lstatDirs answers every LSTAT under prefix with a directory's attributes, so that
+// a client checking each level with LSTAT (as RemoveAll did) finds the loop too.
+func lstatDirs(prefix string) func(testserver.Request, []byte) [][]byte {
+	return func(req testserver.Request, _ []byte) [][]byte {
+		if req.Type != testserver.TypeLstat || !strings.HasPrefix(req.Path, prefix+"/") {
+			return nil
+		}
+		a := sshfx.AppendAttrs(nil, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: 0o40755})
+		return [][]byte{replyPacket(sshfx.TypeAttrs, req.ID, a)}
 	}
 }
 
@@ -72,7 +86,7 @@ func liveHeap() int64 {
 // instead of descending without end and holding every level's path and listing.
 func TestRemoveAllStopsAtMaxDepth(t *testing.T) {
 	heap := newHeapSampler(64)
-	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", "d"))})
+	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", "d")), Corrupt: lstatDirs("/loop")})
 	ctx := tsCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
 	err := c.RemoveAll(ctx, "/loop")
@@ -92,7 +106,7 @@ func TestRemoveAllStopsAtMaxDepth(t *testing.T) {
 func TestRemoveAllBoundsTheBytesItHolds(t *testing.T) {
 	long := strings.Repeat("n", 1000)
 	heap := newHeapSampler(8)
-	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", long))})
+	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", long)), Corrupt: lstatDirs("/loop")})
 	ctx := tsCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
 	const budget = 4 << 20
@@ -137,4 +151,69 @@ func TestWalkDirBoundsTheBytesItHolds(t *testing.T) {
 	require.Equal(t, 16, srv.Requests(testserver.TypeOpendir))
 	t.Logf("live heap growth, peak of samples: %d KiB", heap.peak>>10)
 	require.Less(t, heap.peak, int64(3*budget))
+}
+
+// TestHostileGetChargesEachPage: a recursive Get lists a level's directories Parallel
+// at a time against one shared budget. Here sixteen directories list pages of names
+// forever; the budget (1 MiB) must be charged page by page, so the Get stops after
+// about a budget's worth of pages, not after each listing has run to its own bound
+// (MaxReadDirBytes or MaxReadDirEntries, a thousand pages each).
+func TestHostileGetChargesEachPage(t *testing.T) {
+	var dirs []testserver.ListEntry
+	for i := range 16 {
+		dirs = append(dirs, testserver.ListEntry{Name: fmt.Sprintf("d%02d", i), Mode: 0o040755})
+	}
+	top := func(n int) []testserver.ListEntry {
+		if n > 0 {
+			return nil
+		}
+		return dirs
+	}
+	c, srv := newTestServerClient(t, testserver.Options{Listing: func(p string) testserver.Lister {
+		switch {
+		case p == "/wide":
+			return top
+		case strings.HasPrefix(p, "/wide/"):
+			return endless(1000)
+		}
+		return nil
+	}})
+	require.NoError(t, srv.Mkdir("/wide", 0o755))
+	lim := walkLimits{depth: 64, entries: 1 << 20, bytes: 1 << 20}
+	err := c.Get(tsCtx(t), "/wide", filepath.Join(t.TempDir(), "out"), Recursive(), withWalkLimits(lim))
+	require.ErrorIs(t, err, errTooBig)
+	require.NotErrorIs(t, err, ErrListingTooLarge, "the shared budget, not one listing's own bound, stopped the Get")
+	// A page of 1000 entries costs well over 16 KiB of the budget, so 64 pages pass it;
+	// up to Parallel (16) more are in flight when it runs out.
+	require.Less(t, srv.Requests(testserver.TypeReaddir), 1+64+16)
+	require.Zero(t, srv.OpenHandles())
+}
+
+// TestGlobBoundsItsMatches: "*/*" over a server's directories matches every entry of
+// every one of them, and the result is held whole; past its bound the Glob fails with
+// ErrListingTooLarge rather than growing (a million directories of a million entries
+// each would be 10^12 names). The bound is lowered here; MaxGlobMatches in use.
+func TestGlobBoundsItsMatches(t *testing.T) {
+	c, srv := newTestServerClient(t, testserver.Options{Listing: func(p string) testserver.Lister {
+		if strings.HasPrefix(p, "/g/") {
+			return numbered(1000, 300)
+		}
+		return nil
+	}})
+	for _, d := range []string{"/g", "/g/a", "/g/b", "/g/c", "/g/d"} {
+		require.NoError(t, srv.Mkdir(d, 0o755))
+	}
+	ctx := tsCtx(t)
+	got, err := c.glob(ctx, "/g/*/f*", 0, 4000)
+	require.NoError(t, err)
+	require.Len(t, got, 4000, "exactly the bound is accepted")
+	require.Equal(t, "/g/d/f0000999", got[3999])
+	_, err = c.glob(ctx, "/g/*/f*", 0, 3999)
+	require.ErrorIs(t, err, ErrListingTooLarge)
+	_, err = c.glob(ctx, "/g/*", 0, 3)
+	require.ErrorIs(t, err, ErrListingTooLarge, "the directories the pattern passes through count too")
+	got, err = c.Glob(ctx, "/g/*/f*")
+	require.NoError(t, err)
+	require.Len(t, got, 4000)
+	require.Zero(t, srv.OpenHandles())
 }
