@@ -282,23 +282,30 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 			yield(nil, pathErr("readdir", name, err))
 			return
 		}
+		// Deferred, so the handle is closed however the loop ends: a break, an
+		// error, or a panic in the loop's body, which unwinds through yield.
+		closed := false
+		defer func() {
+			if !closed {
+				d.close(ctx)
+			}
+		}()
 		for {
 			page, err := d.ReadDirContext(ctx, 1<<10)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				d.close(ctx)
 				yield(nil, err)
 				return
 			}
 			for _, e := range page {
 				if !yield(e, nil) {
-					d.close(ctx)
 					return
 				}
 			}
 		}
+		closed = true
 		if err := d.close(ctx); err != nil {
 			yield(nil, err)
 		}
