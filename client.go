@@ -54,6 +54,9 @@ type options struct {
 	maxPacket    int // 0: negotiate
 	channels     int
 	stripeMinRTT time.Duration
+	// wrapStreams, when set, stands between each SSH channel and the Client (tests
+	// watch the packets with it).
+	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
 	subsystem string      // "" means "sftp"
 	command   string      // run instead of a subsystem when not ""
@@ -187,6 +190,10 @@ type Client struct {
 	// not rediscover a server's read cap one transfer at a time.
 	readCap atomic.Int64
 
+	// draftSymlink: the server takes SYMLINK's paths in the draft's order, though it
+	// advertises no symlink-order extension (see asyncsshDraftSymlink).
+	draftSymlink bool
+
 	// openChannel starts another SFTP session for striping; nil for pipes.
 	openChannel func(ctx context.Context) (*conn, error)
 	chans       channelSet
@@ -206,6 +213,7 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 		return nil, err
 	}
 	c.openChannel = func(ctx context.Context) (*conn, error) { return c.openSession(ctx, sshConn) }
+	c.draftSymlink = asyncsshDraftSymlink(sshConn.ServerVersion(), sshConn.ClientVersion())
 	main, err := c.openChannel(ctx)
 	if err != nil {
 		return nil, err
@@ -308,6 +316,9 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 	}
 	if o.err != nil {
 		return nil, o.err
+	}
+	if c.opts.wrapStreams != nil {
+		o.r, o.w = c.opts.wrapStreams(o.r, o.w)
 	}
 	// Closing the session makes sshd close the channel, which ends the reader's Read
 	// with EOF, so Close can wait for the reader.

@@ -1,11 +1,22 @@
 package sftp
 
-import "time"
+import (
+	"io"
+	"time"
+)
 
 // withStripeMinRTT lets tests stripe on loopback, where the client would not.
 func withStripeMinRTT(d time.Duration) Option {
 	return func(o *options) error {
 		o.stripeMinRTT = d
+		return nil
+	}
+}
+
+// withStreamWrap puts wrap between each SSH channel and the Client.
+func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)) Option {
+	return func(o *options) error {
+		o.wrapStreams = wrap
 		return nil
 	}
 }

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -318,15 +319,27 @@ func (c *Client) Readlink(ctx context.Context, name string) (string, error) {
 // Symlink creates newname as a symbolic link to oldname, like os.Symlink. OpenSSH's
 // server takes the two paths in the reverse of the draft's order, and nearly every
 // server followed it; a server that uses the draft's order says so with
-// symlink-order@rjk.greenend.org.uk.
+// symlink-order@rjk.greenend.org.uk, except asyncssh's (see asyncsshDraftSymlink).
 func (c *Client) Symlink(ctx context.Context, oldname, newname string) error {
 	first, second := oldname, newname
-	if c.exts[extSymlinkOrder] == "linkpath-targetpath" {
+	if c.exts[extSymlinkOrder] == "linkpath-targetpath" || c.draftSymlink {
 		first, second = newname, oldname
 	}
 	return linkErr("symlink", oldname, newname, c.statusCall(ctx, "SYMLINK", func(id uint32) []byte {
 		return appendString2(nil, sshfx.TypeSymlink, id, first, second)
 	}))
+}
+
+// asyncsshDraftSymlink reports whether an SSH server, known by the version strings of
+// the connection, reads SYMLINK's paths in the draft's order. asyncssh's SFTP server
+// does, unless the client's SSH version names OpenSSH or paramiko: then it takes them
+// in OpenSSH's order, assuming the client is one of those. It advertises neither, so
+// over a pipe (no SSH versions) the client cannot tell.
+func asyncsshDraftSymlink(serverVersion, clientVersion []byte) bool {
+	if !bytes.Contains(serverVersion, []byte("AsyncSSH")) {
+		return false
+	}
+	return !bytes.Contains(clientVersion, []byte("OpenSSH")) && !bytes.Contains(clientVersion, []byte("paramiko"))
 }
 
 // Link creates newname as a hard link to oldname (hardlink@openssh.com).

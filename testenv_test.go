@@ -226,7 +226,7 @@ func rcloneCommand(t testing.TB, dir string) *exec.Cmd {
 	t.Helper()
 	bin, err := exec.LookPath("rclone")
 	if err != nil {
-		t.Skipf("skipping: rclone is not installed (apt-get install rclone; scripts/test.sh does): %v", err)
+		t.Skipf("SKIPPED, real server unavailable: rclone is not installed (apt-get install rclone; scripts/test.sh does): %v", err)
 	}
 	// No config file and a private cache directory: the server reads and writes
 	// nothing outside the test.
