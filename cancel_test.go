@@ -504,8 +504,17 @@ func TestCancelThenMalformedLateReply(t *testing.T) {
 	require.ErrorIs(t, tsRecv(t, res, "Open"), context.Canceled)
 	require.Equal(t, 1, srv.ReleaseStalled())
 
+	// The in-process server answers each request on its own, so a Stat sent now could be
+	// answered before the late HANDLE goes out: wait for the reader to meet the HANDLE
+	// (the channel dies) before asking anything more.
+	select {
+	case <-c.Done():
+	case <-time.After(testTimeout):
+		t.Fatal("the malformed late HANDLE did not close the channel")
+	}
+	requireClosedConn(t, c.Err())
+	requireProtocolError(t, c.Err())
 	_, err := c.Stat(tsCtx(t), "/f")
-	t.Logf("Stat after the malformed late HANDLE: %v; server handles open: %d", err, srv.OpenHandles())
 	requireClosedConn(t, err)
 	requireProtocolError(t, err)
 	srv.Close()

@@ -67,8 +67,12 @@ type conn struct {
 	// latency without queueing behind bulk data. It decides whether striping pays.
 	minRTT atomic.Int64
 
-	smallPool sync.Pool // *[]byte of cap smallBuf, for STATUS, HANDLE, ATTRS replies
+	smallPool sync.Pool // *[]byte of cap smallBuf, for STATUS, HANDLE, ATTRS replies and small requests
 	dataPool  *sync.Pool
+	// replyChans recycles the one-reply channels of calls. A channel goes back only
+	// once its reply has been taken from it, so no late reply can land in a channel
+	// another call is using.
+	replyChans sync.Pool
 
 	// ids hands out request ids. A Client points every conn it owns at one counter,
 	// so ids are unique across its channels and a striped transfer can collect
@@ -375,25 +379,32 @@ func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- respon
 
 // wait returns the reply to id, or gives up when ctx ends or the connection dies.
 func (c *conn) wait(ctx context.Context, id uint32, ch <-chan response) (response, error) {
+	r, _, err := c.waitReply(ctx, id, ch)
+	return r, err
+}
+
+// waitReply is wait that also reports whether ch is empty for good: true when the
+// reply (or the failure standing in for it) was taken from ch.
+func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r response, clean bool, err error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return response{}, r.err
+			return response{}, true, r.err
 		}
-		return r, nil
+		return r, true, nil
 	case <-c.done:
 		select {
 		case r := <-ch: // a reply that beat the failure still counts
 			if r.err != nil {
-				return response{}, r.err
+				return response{}, true, r.err
 			}
-			return r, nil
+			return r, true, nil
 		default:
-			return response{}, c.err
+			return response{}, false, c.err
 		}
 	case <-ctx.Done():
 		c.abandon(id, ch)
-		return response{}, fmt.Errorf("sftp: %w", ctx.Err())
+		return response{}, false, fmt.Errorf("sftp: %w", ctx.Err())
 	}
 }
 
@@ -447,14 +458,34 @@ func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error
 	if err := ctx.Err(); err != nil {
 		return response{}, fmt.Errorf("sftp: %w", err)
 	}
-	ch := make(chan response, 1)
+	ch, _ := c.replyChans.Get().(chan response)
+	if ch == nil {
+		ch = make(chan response, 1)
+	}
 	sent := time.Now()
 	if err := c.send(ctx, id, pkt, ch); err != nil {
+		c.replyChans.Put(ch) // not registered: nothing will come
 		return response{}, err
 	}
-	r, err := c.wait(ctx, id, ch)
+	r, clean, err := c.waitReply(ctx, id, ch)
+	if clean {
+		c.replyChans.Put(ch)
+	}
 	if err == nil && len(pkt) <= smallBuf {
 		c.sawRTT(time.Since(sent))
+	}
+	return r, err
+}
+
+// roundTripBuf sends the packet enc appends to a pooled scratch buffer, with a fresh
+// id, and waits for the reply. The buffer is free again once the packet is written.
+func (c *conn) roundTripBuf(ctx context.Context, enc func(dst []byte, id uint32) []byte) (response, error) {
+	bp := c.smallPool.Get().(*[]byte)
+	id := c.newID()
+	pkt := enc((*bp)[:0], id)
+	r, err := c.call(ctx, id, pkt)
+	if cap(pkt) == cap(*bp) { // not outgrown: the pool keeps one size
+		c.smallPool.Put(bp)
 	}
 	return r, err
 }

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,15 +131,6 @@ func (c *Client) newFile(cn *conn, name, handle string) *File {
 	return f
 }
 
-// window is how many requests this file's transfers keep in flight.
-func (f *File) window() int {
-	w := f.c.window()
-	if f.share > 1 {
-		w = min(w, max(8, 4*w/f.share))
-	}
-	return w
-}
-
 // Name returns the name the file was opened with.
 func (f *File) Name() string { return f.name }
 
@@ -180,14 +172,17 @@ func (f *File) Close() error {
 }
 
 // send sends a request that names this file's handle (or a sibling's on cn) unless
-// the file is closed; see hmu.
-func (f *File) send(cn *conn, id uint32, pkt []byte, ch chan<- response) error {
+// the file is closed; see hmu. ctx is f.ctx or derived from it, so Close ends the wait
+// for a turn to write.
+func (f *File) send(ctx context.Context, cn *conn, id uint32, pkt []byte, ch chan<- response) error {
 	f.hmu.RLock()
 	defer f.hmu.RUnlock()
-	if f.closed {
+	// A File whose life has ended (closed, or past its deadline) sends nothing: cn.send
+	// would otherwise pick at random between a free channel and the ended ctx.
+	if f.closed || f.ctx.Err() != nil {
 		return errFileClosed
 	}
-	if err := cn.send(f.ctx, id, pkt, ch); err != nil {
+	if err := cn.send(ctx, id, pkt, ch); err != nil {
 		if f.ctx.Err() != nil {
 			return errFileClosed
 		}
@@ -201,7 +196,7 @@ func (f *File) send(cn *conn, id uint32, pkt []byte, ch chan<- response) error {
 func (f *File) call(enc func(id uint32) []byte) (response, error) {
 	id := f.cn.newID()
 	ch := make(chan response, 1)
-	if err := f.send(f.cn, id, enc(id), ch); err != nil {
+	if err := f.send(f.ctx, f.cn, id, enc(id), ch); err != nil {
 		return response{}, err
 	}
 	r, err := f.cn.wait(f.ctx, id, ch)
@@ -426,27 +421,41 @@ func (f *File) writeAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if len(p) <= f.c.limits.MaxWrite {
+		return f.writeOne(p, off)
+	}
 	ws := f.newWriteStream(off)
-	n, err := ws.copyFrom(&sliceReader{b: p})
+	n, err := ws.copyFrom(bytes.NewReader(p))
 	return int(n), err
 }
 
-// sliceReader is bytes.Reader without WriterTo, so a slice goes through the same write
-// window as any other source.
-type sliceReader struct{ b []byte }
-
-func (s *sliceReader) Read(p []byte) (int, error) {
-	if len(s.b) == 0 {
-		return 0, io.EOF
+// writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
+// goroutines would cost more than they save for one request.
+func (f *File) writeOne(p []byte, off int64) (int, error) {
+	bp := f.c.dataBuf()
+	defer f.c.dataPool.Put(bp)
+	copy((*bp)[dataOff:], p)
+	var perr error
+	r, err := f.call(func(id uint32) []byte {
+		var pkt []byte
+		pkt, perr = writePacket(*bp, id, f.handle, off, len(p))
+		return pkt
+	})
+	if err == nil {
+		defer r.release()
+		err = f.cn.check(expectStatus("WRITE", &r))
 	}
-	n := copy(p, s.b)
-	s.b = s.b[n:]
-	return n, nil
+	if err = firstErr(perr, err); err != nil {
+		return 0, f.err("write", err)
+	}
+	return len(p), nil
 }
 
 // ReadFrom writes everything r yields at the file offset, reading r straight into
-// WRITE packets with many in flight. On error, n counts the bytes the server
-// acknowledged, all of them before the first failed WRITE.
+// WRITE packets with many in flight. When r is an io.ReaderAt and io.Seeker of known
+// size (an *os.File, *bytes.Reader, *io.SectionReader), several goroutines read it in
+// parallel, and r is left positioned after what was written. On error, n counts the
+// bytes the server acknowledged, all of them before the first failed WRITE.
 func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	if f.ctx.Err() != nil {
 		return 0, f.closedErr("readfrom")
@@ -461,7 +470,10 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // WriteTo writes the file from its offset to EOF into w, keeping many READs in flight
-// and handing w the data in order.
+// and handing w the data in order. When w is an io.WriterAt and io.Seeker (an
+// *os.File not opened with O_APPEND), each piece is written at its offset as it
+// arrives, and w is left positioned after what was written; on error, n is what was
+// written in one run from w's position, and pieces past it may have been written too.
 func (f *File) WriteTo(w io.Writer) (int64, error) {
 	if f.ctx.Err() != nil {
 		return 0, f.closedErr("writeto")
@@ -471,7 +483,38 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	f.dropReadAhead()
 	s := f.newReadStream(f.offset, -1, f.window(), true)
 	defer s.close()
-	n, err := s.writeTo(w) // remote failures come back as *fs.PathError, w's bare
+	// Remote failures come back as *fs.PathError, w's bare.
+	wa, base, direct := writerAt(w)
+	var n int64
+	var err error
+	if direct {
+		n, err = s.writeAt(wa, base)
+	} else {
+		n, err = s.writeTo(w)
+	}
 	f.offset += n
+	if direct {
+		if _, serr := w.(io.Seeker).Seek(base+n, io.SeekStart); err == nil {
+			err = serr
+		}
+	}
 	return n, err
+}
+
+// writerAt reports whether w can take pieces at their offsets, and where w is.
+func writerAt(w io.Writer) (io.WriterAt, int64, bool) {
+	wa, isAt := w.(io.WriterAt)
+	sk, isSeeker := w.(io.Seeker)
+	if !isAt || !isSeeker {
+		return nil, 0, false
+	}
+	base, err := sk.Seek(0, io.SeekCurrent)
+	if err != nil || base < 0 {
+		return nil, 0, false
+	}
+	// An *os.File opened with O_APPEND refuses WriteAt: it gets the data in order.
+	if _, err := wa.WriteAt(nil, base); err != nil {
+		return nil, 0, false
+	}
+	return wa, base, true
 }

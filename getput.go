@@ -36,6 +36,9 @@ type transferOptions struct {
 	limits    walkLimits // of a recursive Get's listing; tests lower them
 
 	skipUnchanged bool
+	// smallParallel is how many small files a tree keeps in flight; parallel bounds
+	// the others among them.
+	smallParallel int
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -95,11 +98,13 @@ func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
 
-// Parallel sets how many files a tree transfer keeps in flight (default 16), and how
-// many directories it lists or creates at once. Files in flight each hold a remote
-// handle; the value is lowered to fit the server's limit on open handles when it
-// publishes one. A tree of small files is bound by round trips, not bandwidth, so it
-// gains from many in flight; large files gain less, each already fills the window.
+// Parallel sets how many files a tree transfer keeps in flight, and how many
+// directories it lists or creates at once. By default 16 files are in flight, and up
+// to 128 when they are small (one READ or WRITE each); Parallel(n) sets both to n.
+// Files in flight each hold a remote handle; the value is lowered to fit the server's
+// limit on open handles when it publishes one. A tree of small files is bound by round
+// trips, not bandwidth, so it gains from many in flight; large files gain less, each
+// already fills the window.
 func Parallel(n int) TransferOption {
 	return func(o *transferOptions) error {
 		if n < 1 || n > 1024 {
@@ -141,7 +146,7 @@ type getPutCall struct {
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
-	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{parallel: defaultParallel, limits: defaultWalkLimits}}
+	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{limits: defaultWalkLimits}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -150,9 +155,16 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 			return nil, err
 		}
 	}
+	// Small files take requests, not windows: unless the caller chose, more of them
+	// are in flight than of large files (see smallfile.go).
+	t.o.smallParallel = t.o.parallel
+	if t.o.parallel == 0 {
+		t.o.parallel, t.o.smallParallel = defaultParallel, defaultSmallParallel
+	}
 	// Leave half the server's handles to whatever else shares the Client.
 	if h := c.limits.MaxOpenHandles; h > 0 {
 		t.o.parallel = max(1, min(t.o.parallel, h/2))
+		t.o.smallParallel = max(1, min(t.o.smallParallel, h/2))
 	}
 	t.rep = newReporter(t.o.progress)
 	return t, nil
@@ -338,16 +350,20 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	defer func() { p.end(err) }()
 
 	var n int64
-	stop := watch(ctx, f)
-	// Checked here too because the watch acts from another goroutine: a ctx that
-	// ended already (say from a progress callback) must not let data through first.
-	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
+	if off == 0 && t.smallGet(size) {
+		n, err = t.getSmall(ctx, f, src, lf, size, p) // closes f
+	} else {
+		stop := watch(ctx, f)
+		// Checked here too because the watch acts from another goroutine: a ctx that
+		// ended already (say from a progress callback) must not let data through first.
+		if err = ctx.Err(); err == nil {
+			n, err = receive(f, lf, off, p)
+		}
+		stop()
+		// Free the handle before the local work. A read handle's CLOSE reports nothing
+		// that matters to data already received.
+		closeWithin(t.ctx, f)
 	}
-	stop()
-	// Free the handle before the local work. A read handle's CLOSE reports nothing
-	// that matters to data already received.
-	closeWithin(t.ctx, f)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -364,7 +380,9 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	return t.local.rename(part, dst)
 }
 
-// receive writes f from off into lf, the part file.
+// receive writes f from off into lf, the part file. WriteTo writes each piece at its
+// offset as it arrives, so when it fails, pieces past the n bytes it reports may be in
+// lf: lf is cut back to what is known good, since Resume trusts a part file's size.
 func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
@@ -374,10 +392,17 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 			return 0, err
 		}
 	}
-	if p == nil {
-		return f.WriteTo(lf)
+	var w io.Writer = lf
+	if p != nil {
+		w = &progressFile{f: lf, p: p}
 	}
-	return f.WriteTo(&progressWriter{w: lf, p: p})
+	n, err := f.WriteTo(w)
+	if err != nil {
+		if terr := lf.Truncate(off + n); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}
+	return n, err
 }
 
 // finishLocal sets the metadata of a complete local part file, syncs and closes it.
@@ -442,7 +467,14 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 	defer func() { p.end(err) }()
 	var n int64
 	if err = ctx.Err(); err == nil { // as in getFile
-		err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+		var data []byte
+		var small bool
+		if data, small, err = t.smallUpload(lf, fi, off); small {
+			stop()
+			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+		} else if err == nil {
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+		}
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
@@ -520,23 +552,14 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 			return err
 		}
 	}
-	var err error
-	if p == nil {
-		*n, err = f.ReadFrom(lf)
-	} else {
-		// The engine learns a source's size from an *os.File or an *io.LimitedReader,
-		// to stripe a large upload from its first byte; the counting wrapper would
-		// hide it. So the size known goes on a LimitedReader, and whatever lies past
-		// it (a file still growing) follows in a second ReadFrom, as cp would copy it.
-		pr := &progressReader{r: lf, p: p}
-		*n, err = f.ReadFrom(&io.LimitedReader{R: pr, N: max(fi.Size()-off, 0)})
-		if err == nil {
-			var more int64
-			more, err = f.ReadFrom(pr)
-			*n += more
-		}
+	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
+	// ends, whether it grew since it was listed or not, as cp would copy it.
+	var src io.Reader = lf
+	if p != nil {
+		src = &progressFile{f: lf, p: p}
 	}
-	if err != nil {
+	var err error
+	if *n, err = f.ReadFrom(src); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

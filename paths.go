@@ -44,7 +44,7 @@ func (c *Client) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
 }
 
 func (c *Client) stat(ctx context.Context, op string, t sshfx.PacketType, name string) (fs.FileInfo, error) {
-	a, err := c.attrsCall(ctx, op, func(id uint32) []byte { return appendString1(nil, t, id, name) })
+	a, err := c.attrsCall(ctx, op, func(dst []byte, id uint32) []byte { return appendString1(dst, t, id, name) })
 	if err != nil {
 		return nil, pathErr(op, name, err)
 	}
@@ -52,8 +52,8 @@ func (c *Client) stat(ctx context.Context, op string, t sshfx.PacketType, name s
 }
 
 // attrsCall sends a request answered by ATTRS (STAT, LSTAT, FSTAT).
-func (c *Client) attrsCall(ctx context.Context, op string, enc func(id uint32) []byte) (sshfx.Attrs, error) {
-	r, err := c.main.roundTrip(ctx, enc)
+func (c *Client) attrsCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (sshfx.Attrs, error) {
+	r, err := c.main.roundTripBuf(ctx, enc)
 	if err != nil {
 		return sshfx.Attrs{}, err
 	}

@@ -1,7 +1,8 @@
 package sftp
 
 import (
-	"io"
+	"io/fs"
+	"os"
 	"sync"
 )
 
@@ -126,27 +127,38 @@ func (r *reporter) snapshot(p *fileProgress) Progress {
 	}
 }
 
-// progressWriter counts what File.WriteTo hands to the local file. It only forwards
-// Write: WriteTo never looks for anything else on its writer.
-type progressWriter struct {
-	w io.Writer
+// progressFile counts what File.WriteTo writes into, or File.ReadFrom reads from, a
+// local file. It keeps the methods that let those transfers work at offsets with
+// several goroutines (WriteAt, ReadAt, Seek, Stat), so counting costs no speed.
+type progressFile struct {
+	f *os.File
 	p *fileProgress
 }
 
-func (pw *progressWriter) Write(b []byte) (int, error) {
-	n, err := pw.w.Write(b)
-	pw.p.add(n)
+func (pf *progressFile) Write(b []byte) (int, error) {
+	n, err := pf.f.Write(b)
+	pf.p.add(n)
 	return n, err
 }
 
-// progressReader counts what File.ReadFrom takes from the local file.
-type progressReader struct {
-	r io.Reader
-	p *fileProgress
-}
-
-func (pr *progressReader) Read(b []byte) (int, error) {
-	n, err := pr.r.Read(b)
-	pr.p.add(n)
+func (pf *progressFile) WriteAt(b []byte, off int64) (int, error) {
+	n, err := pf.f.WriteAt(b, off)
+	pf.p.add(n)
 	return n, err
 }
+
+func (pf *progressFile) Read(b []byte) (int, error) {
+	n, err := pf.f.Read(b)
+	pf.p.add(n)
+	return n, err
+}
+
+func (pf *progressFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := pf.f.ReadAt(b, off)
+	pf.p.add(n)
+	return n, err
+}
+
+func (pf *progressFile) Seek(off int64, whence int) (int64, error) { return pf.f.Seek(off, whence) }
+
+func (pf *progressFile) Stat() (fs.FileInfo, error) { return pf.f.Stat() }

@@ -82,7 +82,7 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 	}
 	defer c.closeBoth(ctx, cn, rh, &err)
 	fstat := func() (sshfx.Attrs, error) {
-		return c.attrsCall(ctx, "FSTAT", func(id uint32) []byte { return appendString1(nil, sshfx.TypeFstat, id, rh) })
+		return c.attrsCall(ctx, "FSTAT", func(dst []byte, id uint32) []byte { return appendString1(dst, sshfx.TypeFstat, id, rh) })
 	}
 	a, err := fstat()
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // Striping. x/crypto/ssh (like OpenSSH) gives each channel a fixed 2 MiB window, so one
@@ -20,14 +18,6 @@ import (
 // if need be) and hands each ready handle to the transfer, which adds it as a lane.
 // So striping never delays the start of a transfer, and a channel the server refuses
 // (sshd MaxSessions) just means fewer lanes.
-
-// stripeMin is how large a transfer must be before it stripes: enough that the few
-// round trips of opening handles are paid back.
-const stripeMin = 8 << 20
-
-// channelWindow is the flow-control window of one SSH session channel: fixed at 2 MiB
-// in x/crypto/ssh and OpenSSH alike (sshd advertises it once the subsystem runs).
-const channelWindow = 2 << 20
 
 // defaultStripeMinRTT is the round trip below which one channel's window is not what
 // limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
@@ -150,157 +140,4 @@ func (s *channelSet) add(cn *conn) bool {
 		cn.close()
 	}
 	return !closed
-}
-
-// lane is one channel a transfer uses, with the file's handle on that channel.
-type lane struct {
-	cn      *conn
-	handle  string
-	out     int  // requests in flight on this lane
-	sibling bool // opened by the transfer, which closes it at the end
-}
-
-// lanes is the part of a transfer that knows its channels: it picks the lane for each
-// request, takes in lanes as they are opened, and closes them at the end.
-type lanes struct {
-	f      *File
-	ch     chan response // every reply of the transfer, from every lane
-	all    []*lane
-	pflags sshfx.OpenFlag // how siblings are opened: READ, or WRITE without CREAT/TRUNC
-
-	joins  chan *lane // from the opener; nil until striping starts
-	stop   context.CancelFunc
-	opened chan struct{} // closed when the opener is done
-}
-
-func (f *File) newLanes(window int, pflags sshfx.OpenFlag) lanes {
-	return lanes{
-		f:      f,
-		ch:     make(chan response, window+1),
-		all:    []*lane{{cn: f.cn, handle: f.handle}},
-		pflags: pflags,
-	}
-}
-
-// canStripe reports whether this transfer may add lanes.
-func (ls *lanes) canStripe() bool {
-	c := ls.f.c
-	return ls.joins == nil && !ls.f.append && c.stripes()
-}
-
-// stripe starts opening the file on the Client's other channels, in the background.
-func (ls *lanes) stripe() {
-	if !ls.canStripe() {
-		return
-	}
-	c := ls.f.c
-	ls.joins = make(chan *lane, c.opts.channels)
-	ls.opened = make(chan struct{})
-	ctx, cancel := context.WithCancel(ls.f.ctx)
-	ls.stop = cancel
-	go func() {
-		defer close(ls.opened)
-		c.eachChannel(ctx, c.opts.channels, func(cn *conn) {
-			if cn == ls.f.cn {
-				return
-			}
-			h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-				return appendOpen(nil, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
-			})
-			if err == nil { // a lane that can't be had is not the transfer's failure
-				ls.joins <- &lane{cn: cn, handle: h, sibling: true}
-			}
-		})
-	}()
-}
-
-// join adds a lane the opener finished.
-func (ls *lanes) join(l *lane) { ls.all = append(ls.all, l) }
-
-// pick returns the lane with the fewest requests in flight: a lane held back by its
-// window collects requests, so new ones go to the others.
-func (ls *lanes) pick() *lane {
-	best := ls.all[0]
-	for _, l := range ls.all[1:] {
-		if l.out < best.out {
-			best = l
-		}
-	}
-	return best
-}
-
-// forget abandons the given requests (grouped by lane) and drains their replies.
-func (ls *lanes) forget(ids map[*lane][]uint32) {
-	inTransit := 0
-	for l, list := range ids {
-		inTransit += l.cn.forget(list)
-		l.out = 0
-	}
-	for ; inTransit > 0; inTransit-- {
-		r := <-ls.ch
-		r.release()
-	}
-	for {
-		select {
-		case r := <-ls.ch:
-			r.release()
-		default:
-			return
-		}
-	}
-}
-
-// finish stops the opener and closes every sibling handle, waiting for the replies:
-// a transfer leaves no handle open. It returns the first CLOSE failure, which matters
-// for uploads (a server may report a failed write only at close).
-func (ls *lanes) finish() error {
-	if ls.stop != nil {
-		ls.stop()
-		<-ls.opened
-		for {
-			select {
-			case l := <-ls.joins:
-				ls.join(l)
-				continue
-			default:
-			}
-			break
-		}
-	}
-	var first error
-	waiting := make(map[uint32]*conn, len(ls.all))
-	for _, l := range ls.all {
-		if !l.sibling || l.cn.failed() != nil {
-			continue
-		}
-		id := l.cn.newID()
-		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
-			first = cmpErr(first, err)
-			continue
-		}
-		waiting[id] = l.cn
-	}
-	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's.
-	for len(waiting) > 0 {
-		r := <-ls.ch
-		if cn := waiting[r.id]; cn != nil {
-			delete(waiting, r.id)
-			if r.err != nil {
-				first = cmpErr(first, r.err)
-			} else {
-				first = cmpErr(first, cn.check(expectStatus("CLOSE", &r)))
-			}
-		}
-		r.release()
-	}
-	ls.all = ls.all[:1]
-	return first
-}
-
-func cmpErr(first, err error) error {
-	if first == nil {
-		return err
-	}
-	return first
 }

@@ -315,12 +315,23 @@ func (t *getPutCall) run(ctx context.Context, op string, pl *treePlan,
 	file func(ctx context.Context, src, dst string, fi fs.FileInfo) error,
 	link func(ctx context.Context, e treeEntry) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(t.o.parallel)
+	g.SetLimit(max(t.o.parallel, t.o.smallParallel))
+	large := make(chan struct{}, t.o.parallel) // a place for a file that is not small
 	for _, e := range pl.files {
 		if gctx.Err() != nil {
 			break
 		}
-		g.Go(func() error { return pathErr(op, e.src, file(gctx, e.src, e.dst, e.info)) })
+		g.Go(func() error {
+			if !t.isSmall(op, e.info) {
+				select {
+				case large <- struct{}{}:
+					defer func() { <-large }()
+				case <-gctx.Done():
+					return pathErr(op, e.src, fmt.Errorf("sftp: %w", gctx.Err()))
+				}
+			}
+			return pathErr(op, e.src, file(gctx, e.src, e.dst, e.info))
+		})
 	}
 	for _, e := range pl.links {
 		if gctx.Err() != nil {

@@ -12,6 +12,11 @@ import (
 	"github.com/sluicehq/sftp"
 )
 
+// attrUIDGID is SSH_FILEXFER_ATTR_UIDGID, the bit of sftp.FileAttrs.Flags saying the
+// server sent UID and GID (draft-ietf-secsh-filexfer-02, section 5). The library keeps
+// its named flags internal and documents the values on FileAttrs.Flags.
+const attrUIDGID = 0x00000002
+
 func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 	rs, err := a.targets(args)
 	if err != nil {
@@ -153,7 +158,7 @@ func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntr
 	var uids, gids []uint32
 	seenU, seenG := map[uint32]bool{}, map[uint32]bool{}
 	for _, e := range entries {
-		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&2 != 0 {
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&attrUIDGID != 0 {
 			if !seenU[fa.UID] {
 				seenU[fa.UID] = true
 				uids = append(uids, fa.UID)
@@ -182,7 +187,7 @@ func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntr
 	}
 	for i, e := range entries {
 		fa, ok := e.info.Sys().(*sftp.FileAttrs)
-		if !ok || fa.Flags&2 == 0 {
+		if !ok || fa.Flags&attrUIDGID == 0 {
 			continue
 		}
 		u, g := userOf[fa.UID], groupOf[fa.GID]
@@ -351,7 +356,7 @@ func (e listEntry) ownerText() string {
 
 // owner is "uid gid" when the server sent them, else "-".
 func owner(fi fs.FileInfo) string {
-	if a, ok := fi.Sys().(*sftp.FileAttrs); ok && a.Flags&2 != 0 {
+	if a, ok := fi.Sys().(*sftp.FileAttrs); ok && a.Flags&attrUIDGID != 0 {
 		return strconv.FormatUint(uint64(a.UID), 10) + " " + strconv.FormatUint(uint64(a.GID), 10)
 	}
 	return "-"

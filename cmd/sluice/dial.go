@@ -120,14 +120,14 @@ func (a *app) connect(ctx context.Context, r remote) (*session, error) {
 	case a.testDial != nil:
 		return a.testDial(ctx)
 	case cfg.serverCmd != "":
-		return startServer(ctx, cfg, splitCommand(cfg.serverCmd), stderr, false)
+		return startServer(ctx, cfg, splitCommand(cfg.serverCmd), stderr, false, &a.replies)
 	case !r.hasHost():
 		p := findLocalServer()
 		if p == "" {
 			return nil, fmt.Errorf("no local sftp-server found (looked in %s); install openssh-sftp-server, or give a host or -D",
 				strings.Join(localSFTPServers, ", "))
 		}
-		return startServer(ctx, cfg, []string{p}, stderr, true)
+		return startServer(ctx, cfg, []string{p}, stderr, true, &a.replies)
 	default:
 		return a.dialSSH(ctx, r)
 	}
@@ -147,7 +147,7 @@ func findLocalServer() string {
 
 // startServer runs argv (split on spaces like OpenSSH's sftp -D, no quoting) and
 // speaks SFTP over its stdin and stdout. Its stderr is ours, so its complaints show.
-func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writer, local bool) (*session, error) {
+func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writer, local bool, replies *replyClock) (*session, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty server command")
 	}
@@ -166,10 +166,11 @@ func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writ
 	}
 	ictx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var in io.Reader = rd
+	var in io.Reader = replies.reader(rd)
 	var out io.WriteCloser = w
 	if cfg.limit > 0 {
-		in, out = &limitedReader{rd, newLimiter(cfg.limit)}, &limitedWriteCloser{w, newLimiter(cfg.limit)}
+		rdl := newLimiter(cfg.limit)
+		in, out = &limitedReader{in, rdl}, &limitedWriteCloser{w, newLimiter(cfg.limit), rdl}
 	}
 	client, err := sftp.NewClientPipe(ictx, in, out, cfg.clientOptions()...)
 	if err != nil {

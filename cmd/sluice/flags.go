@@ -28,7 +28,7 @@ type config struct {
 	jump             string        // -J: ProxyJump hosts
 	options          stringList    // -o Keyword=value
 	limit            int64         // --limit: bytes per second, 0 for none
-	timeout          time.Duration // --timeout: bound on each metadata call
+	timeout          time.Duration // --timeout: longest wait for a reply in a metadata call
 
 	// set records the flags given anywhere on the command line, so that flags which
 	// only make sense for SSH can be refused when there is no host.
@@ -100,7 +100,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(positiveInt{p: &c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
 	fs.Var(positiveInt{p: &c.channels}, "channels", "SFTP channels to stripe large transfers over (`n`, default 4)")
 	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
-	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) after `duration`; 0 for never")
+	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
 }
 
 // defaultOpTimeout bounds a metadata call: long enough for a listing of a very large

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,7 +115,7 @@ func inProcess(srv *testserver.Server) func(a *app) {
 	return func(a *app) {
 		a.testDial = func(ctx context.Context) (*session, error) {
 			rd, w := srv.Conn()
-			c, err := sftp.NewClientPipe(ctx, rd, w)
+			c, err := sftp.NewClientPipe(ctx, a.replies.reader(rd), w)
 			if err != nil {
 				return nil, err
 			}
@@ -165,7 +167,30 @@ func TestListingTimeout(t *testing.T) {
 	for _, args := range [][]string{{"ls", "--timeout", "200ms", "/d"}, {"--timeout=200ms", "ls", "/d/*"}, {"rm", "-r", "/d", "--timeout", "200ms"}} {
 		r := runApp(t, inProcess(srv), args...)
 		require.Equal(t, exitFail, r.code, "%q", args)
-		require.Contains(t, r.stderr, "the server did not answer within 200ms (--timeout)", "%q", args)
+		require.Contains(t, r.stderr, "the server sent no reply for 200ms (--timeout)", "%q", args)
 	}
 	require.Equal(t, defaultOpTimeout, 2*time.Minute, "the documented default")
+}
+
+// --timeout bounds the wait for each reply, not a whole command: a recursive rm whose
+// many requests are each answered promptly outlasts the timeout in total and still
+// finishes (a reviewer's rm -r of 6,000 files stopped part way). The server
+// answers every request after a pause, so the total is surely longer than --timeout
+// while no single wait comes near it. TestListingTimeout is the other side: a server
+// that stops answering is still given up on.
+func TestTimeoutIsPerReply(t *testing.T) {
+	const files, pause, timeout = 40, 60 * time.Millisecond, 1500 * time.Millisecond
+	srv := testserver.New(testserver.Options{
+		Fail: func(testserver.Request) uint32 { time.Sleep(pause); return 0 },
+	})
+	t.Cleanup(func() { srv.Close() })
+	require.Greater(t, time.Duration(files)*pause, timeout, "the test must outlast --timeout")
+	require.NoError(t, srv.Mkdir("/tree", 0o755))
+	for i := range files {
+		require.NoError(t, srv.WriteFile(fmt.Sprintf("/tree/f%02d.txt", i), []byte("x"), 0o644))
+	}
+	r := runApp(t, inProcess(srv), "--timeout", timeout.String(), "rm", "-r", "/tree")
+	requireOK(t, r)
+	_, err := srv.Stat("/tree")
+	require.ErrorIs(t, err, fs.ErrNotExist, "everything removed")
 }

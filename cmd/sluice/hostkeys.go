@@ -177,6 +177,9 @@ func (c *hostCheck) record(host string, key ssh.PublicKey) error {
 	if c.db.write == "" {
 		return fmt.Errorf("no known_hosts file to record the key of %s in (UserKnownHostsFile none)", host)
 	}
+	if err := checkKnownHostsName(host); err != nil {
+		return err
+	}
 	name := host
 	if c.hc.hashKnownHosts {
 		name = knownhosts.HashHostname(host)

@@ -66,13 +66,31 @@ type limiter struct {
 	tokens float64
 	last   time.Time
 	now    func() time.Time
-	sleep  func(time.Duration)
+	sleep  func(d time.Duration, done <-chan struct{}) // returns early once done is closed
+
+	done      chan struct{} // closed by close: no more pacing
+	closeOnce sync.Once
 }
 
 func newLimiter(rate int64) *limiter {
 	burst := max(float64(rate)/10, 4096)
-	return &limiter{rate: float64(rate), burst: burst, tokens: burst, now: time.Now, sleep: time.Sleep}
+	return &limiter{rate: float64(rate), burst: burst, tokens: burst, now: time.Now, sleep: sleepUntil, done: make(chan struct{})}
 }
+
+// sleepUntil waits d, or less if done is closed first.
+func sleepUntil(d time.Duration, done <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-done:
+	}
+}
+
+// close ends the pacing: a take waiting now returns at once, and later ones do not
+// wait. Called when the connection closes (Ctrl-C closes it), so that a read or
+// write paying off a debt at a low --limit does not hold the command after it.
+func (l *limiter) close() { l.closeOnce.Do(func() { close(l.done) }) }
 
 // chunk is the most one call should move: a burst.
 func (l *limiter) chunk() int { return int(l.burst) }
@@ -94,7 +112,7 @@ func (l *limiter) take(n int) {
 	}
 	l.mu.Unlock()
 	if wait > 0 {
-		l.sleep(wait)
+		l.sleep(wait, l.done)
 	}
 }
 
@@ -106,6 +124,12 @@ type limitedConn struct {
 
 func newLimitedConn(c net.Conn, rate int64) net.Conn {
 	return &limitedConn{Conn: c, rd: newLimiter(rate), wr: newLimiter(rate)}
+}
+
+func (c *limitedConn) Close() error {
+	c.rd.close()
+	c.wr.close()
+	return c.Conn.Close()
 }
 
 func (c *limitedConn) Read(p []byte) (int, error) {
@@ -141,10 +165,17 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// limitedWriteCloser is a local server's stdin; closing it, which is how the session
+// ends, ends the pacing of its stdout too (rd).
 type limitedWriteCloser struct {
-	w io.WriteCloser
-	l *limiter
+	w     io.WriteCloser
+	l, rd *limiter
 }
 
 func (w *limitedWriteCloser) Write(p []byte) (int, error) { return limitedWrite(w.w, w.l, p) }
-func (w *limitedWriteCloser) Close() error                { return w.w.Close() }
+
+func (w *limitedWriteCloser) Close() error {
+	w.l.close()
+	w.rd.close()
+	return w.w.Close()
+}

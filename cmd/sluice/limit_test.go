@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestLimiter(t *testing.T) {
 	var slept []time.Duration
 	l := newLimiter(100 << 10) // burst 10 KiB
 	l.now = func() time.Time { return now }
-	l.sleep = func(d time.Duration) { slept = append(slept, d); now = now.Add(d) }
+	l.sleep = func(d time.Duration, _ <-chan struct{}) { slept = append(slept, d); now = now.Add(d) }
 
 	l.take(10 << 10)
 	require.Empty(t, slept, "one burst needs no wait")
@@ -57,4 +58,35 @@ func TestLimiter(t *testing.T) {
 		total += d
 	}
 	require.Equal(t, 250*time.Millisecond, total.Round(time.Millisecond))
+}
+
+// TestLimiterCloseEndsWait: a take paying off a long debt (here days, at 1 byte/s)
+// returns once the limiter is closed, as it is when the connection closes on Ctrl-C,
+// instead of sleeping the debt off.
+func TestLimiterCloseEndsWait(t *testing.T) {
+	t.Parallel()
+	l := newLimiter(1)
+	var sleeping sync.WaitGroup
+	sleeping.Add(1)
+	real := l.sleep
+	l.sleep = func(d time.Duration, done <-chan struct{}) {
+		require.Greater(t, d, 24*time.Hour)
+		sleeping.Done()
+		real(d, done)
+	}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		l.take(l.chunk() + 1<<20)
+	}()
+	sleeping.Wait()
+	l.close()
+	select {
+	case <-returned:
+	case <-time.After(testTimeout):
+		t.Fatal("take still sleeping after close")
+	}
+	l.close() // idempotent
+	l.sleep = real
+	l.take(1 << 20) // no more waiting once closed
 }

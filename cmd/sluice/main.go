@@ -69,7 +69,9 @@ type app struct {
 	cols func() int
 
 	promptOnce sync.Once
+	replies    replyClock // when the server last sent anything, for --timeout
 	prompt     *prompter
+	promptStop func() bool // ends the watch that interrupts prompts on ctx's end
 
 	// Test hooks: a prompter on a test's pty, a dialer to an in-process server, a
 	// progress observer, and the pause between retries.
@@ -122,6 +124,9 @@ func newApp(stdout, stderr io.Writer) *app {
 
 func (a *app) run(ctx context.Context, args []string) int {
 	err := a.dispatch(ctx, args)
+	if a.promptStop != nil {
+		a.promptStop()
+	}
 	if a.prompt != nil {
 		a.prompt.close()
 	}
@@ -291,6 +296,9 @@ func (a *app) open(ctx context.Context, r remote) (*session, func() error, error
 			return nil, nil, err
 		}
 		a.sshCfg = c
+		for _, w := range c.warnings {
+			fmt.Fprintf(a.stderr, "sluice: warning: ssh_config %s\n", escapeText(w))
+		}
 	}
 	s, err := a.connect(ctx, r)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -14,10 +15,20 @@ import (
 // prompter asks the user questions on the controlling terminal, as ssh does: a
 // password or passphrase never comes from argv, the environment or stdin (which may
 // carry data), and is read with echo off.
+//
+// A question ends when the run is interrupted (interrupt, on Ctrl-C), not only at
+// Enter: the terminal was opened with os.OpenFile, so the runtime polls it and a read
+// deadline unblocks a read in progress. Its descriptor is reached only through
+// SyscallConn, since os.File.Fd would put it back into blocking mode, where deadlines
+// stop working.
 type prompter struct {
 	mu    sync.Mutex
 	tty   *os.File // nil: no terminal, or BatchMode
 	pause func(waiting bool)
+
+	initOnce sync.Once
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by interrupt; made on first use (stopChan)
 }
 
 // setPause installs fn, told when a question starts and ends waiting for the user, so
@@ -46,7 +57,7 @@ func newPrompter(batch bool) *prompter {
 		return &prompter{}
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil || !term.IsTerminal(int(tty.Fd())) {
+	if err != nil || !isTerminal(tty) {
 		if tty != nil {
 			tty.Close()
 		}
@@ -57,6 +68,48 @@ func newPrompter(batch bool) *prompter {
 
 func (p *prompter) usable() bool { return p != nil && p.tty != nil }
 
+// errInterrupted is what a question returns after interrupt.
+var errInterrupted = errors.New("interrupted at the prompt")
+
+// interrupt ends the question being asked, and any later one, with errInterrupted.
+// readSecret restores the terminal's echo on its way out.
+func (p *prompter) interrupt() {
+	if !p.usable() {
+		return
+	}
+	p.stopOnce.Do(func() {
+		close(p.stopChan())
+		// A deadline in the past wakes a blocked Read at once. Where the terminal
+		// cannot be polled (ErrNoDeadline), the read ends at the next Enter, as before.
+		_ = p.tty.SetReadDeadline(time.Unix(1, 0))
+	})
+}
+
+func (p *prompter) stopChan() chan struct{} {
+	p.initOnce.Do(func() { p.stopped = make(chan struct{}) })
+	return p.stopped
+}
+
+// readErr says why reading the answer failed: errInterrupted when interrupt ended it.
+func (p *prompter) readErr(err error) error {
+	select {
+	case <-p.stopChan():
+		return errInterrupted
+	default:
+	}
+	return fmt.Errorf("reading from the terminal: %w", err)
+}
+
+// isInterrupted reports whether interrupt has been called.
+func (p *prompter) isInterrupted() bool {
+	select {
+	case <-p.stopChan():
+		return true
+	default:
+		return false
+	}
+}
+
 // secret shows prompt and reads a line without echo.
 func (p *prompter) secret(prompt string) (string, error) {
 	if !p.usable() {
@@ -64,12 +117,15 @@ func (p *prompter) secret(prompt string) (string, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.isInterrupted() {
+		return "", errInterrupted
+	}
 	p.waiting(true)
 	defer p.waiting(false)
 	b, err := readSecret(p.tty, escapeText(prompt))
 	fmt.Fprintln(p.tty)
 	if err != nil {
-		return "", fmt.Errorf("reading from the terminal: %w", err)
+		return "", p.readErr(err)
 	}
 	return string(b), nil
 }
@@ -82,12 +138,16 @@ func (p *prompter) line(prompt string) (string, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.isInterrupted() {
+		return "", errInterrupted
+	}
 	fmt.Fprint(p.tty, escapeText(prompt))
 	p.waiting(true)
 	defer p.waiting(false)
 	s, err := bufio.NewReader(p.tty).ReadString('\n')
 	if err != nil {
-		return "", fmt.Errorf("reading from the terminal: %w", err)
+		fmt.Fprintln(p.tty)
+		return "", p.readErr(err)
 	}
 	return strings.TrimRight(s, "\r\n"), nil
 }
@@ -105,4 +165,17 @@ func (p *prompter) close() {
 	if p.usable() {
 		p.tty.Close()
 	}
+}
+
+// isTerminal is term.IsTerminal without os.File.Fd (see prompter).
+func isTerminal(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	is := false
+	if err := rc.Control(func(fd uintptr) { is = term.IsTerminal(int(fd)) }); err != nil {
+		return false
+	}
+	return is
 }

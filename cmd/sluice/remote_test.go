@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,5 +85,30 @@ func TestParseRemote(t *testing.T) {
 		again, err := parseRemote(got.String())
 		require.NoError(t, err, "reparse of %q", got.String())
 		require.Equal(t, got, again, "reparse of %q", got.String())
+	}
+}
+
+// TestPatternRulesMatchLibrary: what counts as a pattern is the library Glob's rule,
+// the escape '\' included, so a\b means "ab" whether or not another character of the
+// operand is a pattern; a real backslash is written \\.
+func TestPatternRulesMatchLibrary(t *testing.T) {
+	needLocalServer(t)
+	dir := t.TempDir()
+	for _, n := range []string{"ab", `a\b`} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
+	}
+	r := runCLI(t, "ls", dir+`/a\b`)
+	requireOK(t, r)
+	require.Equal(t, dir+"/ab\n", r.stdout)
+	r = runCLI(t, "ls", dir+`/a\\b`)
+	requireOK(t, r)
+	require.Equal(t, dir+`/a\b`+"\n", r.stdout)
+	r = runCLI(t, "ls", dir+`/a?b`)
+	requireOK(t, r)
+	require.Equal(t, dir+`/a\b`+"\n", r.stdout, "? matches the backslash, as path.Match says")
+
+	// Entries of a listing are named as the library's Glob names its matches.
+	for _, tt := range []struct{ dir, want string }{{".", "x"}, {"", "x"}, {"/", "/x"}, {"d", "d/x"}, {"/d", "/d/x"}} {
+		require.Equal(t, tt.want, joinRemote(tt.dir, "x"), tt.dir)
 	}
 }

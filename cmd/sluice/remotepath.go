@@ -10,23 +10,6 @@ import (
 	"github.com/sluicehq/sftp"
 )
 
-// opCtx bounds one metadata call (stat, listing, mkdir, remove, realpath) by
-// --timeout, so that a server that never finishes one cannot hold the command.
-func (a *app) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if a.cfg.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, a.cfg.timeout)
-}
-
-// timeoutError says which call ran out of --timeout, when one did.
-func (a *app) timeoutError(ctx, octx context.Context, what string, err error) error {
-	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%s: the server did not answer within %v (--timeout)", what, a.cfg.timeout)
-	}
-	return err
-}
-
 // expandHome resolves a leading "~" or "~/" of a remote path to the login directory on
 // the server (home-directory or expand-path@openssh.com, else the start directory,
 // where OpenSSH's server starts), and "~user/..." with expand-path@openssh.com.
@@ -60,11 +43,14 @@ func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (strin
 	return path.Join(dir, rest), nil
 }
 
-// hasGlob reports whether p has a pattern character path.Match acts on.
-func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+// hasGlob reports whether p has a character path.Match acts on, the escape '\' too.
+// It is the library Glob's own test (hasMeta in walk.go), so what sluice takes as a
+// literal path Glob would take literally too: a\b is a pattern matching "ab" for
+// both, and a name with a real backslash is written a\\b.
+func hasGlob(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 
 // glob expands a remote pattern with the library's Glob (path.Match on each
-// directory's listing, bounded by --timeout as a whole), then applies the shell's
+// directory's listing, given up when the server is silent for --timeout), then applies the shell's
 // rule that OpenSSH's sftp follows too: a '*' or '?' does not match a leading '.', so
 // "*" leaves hidden files alone unless the pattern's element starts with '.'. A
 // pattern without matches is an error naming it.
@@ -103,9 +89,12 @@ func hidesDotNames(pattern, match []string) bool {
 	return false
 }
 
+// joinRemote names an entry of a listed directory. It joins without cleaning, so the
+// name keeps the form the user gave the directory, like the library's joinGlob
+// (walk.go), whose rule it follows: "." (and "") add nothing, "/" no second slash.
 func joinRemote(dir, name string) string {
 	switch dir {
-	case "":
+	case "", ".":
 		return name
 	case "/":
 		return "/" + name

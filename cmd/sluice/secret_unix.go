@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"os"
@@ -14,20 +15,31 @@ import (
 // order matters, and is readpassphrase(3)'s: x/term's ReadPassword turns echo off only
 // once called, after the prompt is out, so a password typed ahead in that moment (or
 // by a program driving the terminal) would be echoed.
+//
+// The descriptor is used through SyscallConn, never os.File.Fd, which would make the
+// file blocking and so deaf to the read deadline that prompter.interrupt sets; the
+// saved settings are put back however the read ends, an interrupt included.
 func readSecret(tty *os.File, prompt string) ([]byte, error) {
-	fd := int(tty.Fd())
-	old, err := unix.IoctlGetTermios(fd, ioctlReadTermios)
+	rc, err := tty.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	quiet := *old
-	quiet.Lflag &^= unix.ECHO
-	quiet.Lflag |= unix.ICANON | unix.ISIG
-	quiet.Iflag |= unix.ICRNL
-	if err := unix.IoctlSetTermios(fd, ioctlWriteTermios, &quiet); err != nil {
+	var old *unix.Termios
+	cerr := rc.Control(func(fd uintptr) {
+		old, err = unix.IoctlGetTermios(int(fd), ioctlReadTermios)
+		if err != nil {
+			return
+		}
+		quiet := *old
+		quiet.Lflag &^= unix.ECHO
+		quiet.Lflag |= unix.ICANON | unix.ISIG
+		quiet.Iflag |= unix.ICRNL
+		err = unix.IoctlSetTermios(int(fd), ioctlWriteTermios, &quiet)
+	})
+	if err = cmp.Or(cerr, err); err != nil {
 		return nil, err
 	}
-	defer unix.IoctlSetTermios(fd, ioctlWriteTermios, old)
+	defer rc.Control(func(fd uintptr) { _ = unix.IoctlSetTermios(int(fd), ioctlWriteTermios, old) })
 	if _, err := io.WriteString(tty, prompt); err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	if err != nil {
 		return nil, err
 	}
-	p := a.prompter(hc.batch)
+	p := a.prompter(ctx, hc.batch)
 	auth, err := newAuth(hc, p)
 	if err != nil {
 		return nil, err
@@ -143,6 +143,9 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	}
 	if a.cfg.limit > 0 && !hop {
 		nc = newLimitedConn(nc, a.cfg.limit)
+	}
+	if !hop {
+		nc = a.replies.conn(nc)
 	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
 	sc0 := ssh.Config{Ciphers: hc.ciphers}
@@ -195,17 +198,19 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	return ssh.NewClient(conn, chans, reqs), nil
 }
 
-// prompter returns the run's terminal prompter, opened on first use.
-func (a *app) prompter(batch bool) *prompter {
+// prompter returns the run's terminal prompter, opened on first use. ctx's end
+// (Ctrl-C) interrupts a question waiting for its answer.
+func (a *app) prompter(ctx context.Context, batch bool) *prompter {
 	if batch {
 		return &prompter{}
 	}
 	a.promptOnce.Do(func() {
 		if a.testPrompt != nil {
 			a.prompt = a.testPrompt
-			return
+		} else {
+			a.prompt = newPrompter(false)
 		}
-		a.prompt = newPrompter(false)
+		a.promptStop = context.AfterFunc(ctx, a.prompt.interrupt)
 	})
 	return a.prompt
 }

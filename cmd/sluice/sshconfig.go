@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/user"
@@ -22,11 +23,15 @@ import (
 // IdentityFile accumulates.
 //
 // The parsing is github.com/kevinburke/ssh_config's: it matches Host patterns
-// (with negation), Match host/originalhost/user/localuser/all and Include as OpenSSH
-// does. It refuses Match exec, which would run commands from the file.
+// (with negation), Match host and Match all, and Include as OpenSSH does. Other Match
+// criteria (exec, which would run commands from the file, user, canonical, final,
+// localnetwork, tagged...) it refuses; neutralizeMatch turns those blocks into ones
+// that never match, so one of them does not break every command.
 type sshConfig struct {
 	files   []*ssh_config.Config
 	options map[string][]string // -o, by lower-case keyword, in the order given
+	// warnings are said once on stderr when the files are first used.
+	warnings []string
 }
 
 // optionKeywords are the ssh_config keywords sluice acts on, in their usual spelling.
@@ -71,14 +76,74 @@ func loadSSHConfig(path string, opts []string) (*sshConfig, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ssh_config: %w", err)
 		}
-		cfg, err := ssh_config.Decode(f)
+		text, err := io.ReadAll(f)
 		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("ssh_config: %w", err)
+		}
+		text, skipped := neutralizeMatch(text)
+		if len(skipped) > 0 {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: treating as never matching the Match line(s) sluice cannot evaluate: %s",
+				n, strings.Join(skipped, "; ")))
+		}
+		cfg, err := ssh_config.DecodeBytes(text)
 		if err != nil {
 			return nil, fmt.Errorf("ssh_config %s: %v", n, err)
 		}
 		c.files = append(c.files, cfg)
 	}
 	return c, nil
+}
+
+// neverMatch is a Host line no name matches: a negated pattern that matches
+// everything excludes every host.
+const neverMatch = "Host !*"
+
+// neutralizeMatch rewrites each Match line the parser cannot evaluate into
+// neverMatch, so its block applies to no host, and returns the lines it rewrote.
+// The parser evaluates "Match all" and "Match host PATTERNS" alone; any other
+// criterion, or host combined with another, could only be guessed at. Never
+// matching is OpenSSH's own answer for a criterion it cannot evaluate for a host,
+// and unlike an error it leaves the rest of the file in force.
+func neutralizeMatch(text []byte) ([]byte, []string) {
+	lines := strings.SplitAfter(string(text), "\n")
+	var skipped []string
+	for i, line := range lines {
+		body := strings.TrimSpace(line)
+		if c := strings.IndexByte(body, '#'); c >= 0 {
+			body = strings.TrimSpace(body[:c])
+		}
+		fields := strings.FieldsFunc(body, func(r rune) bool { return r == ' ' || r == '\t' || r == '=' })
+		if len(fields) == 0 || !strings.EqualFold(fields[0], "Match") || matchSupported(fields[1:]) {
+			continue
+		}
+		skipped = append(skipped, body)
+		end := line[len(strings.TrimRight(line, "\r\n")):]
+		lines[i] = neverMatch + end
+	}
+	return []byte(strings.Join(lines, "")), skipped
+}
+
+// matchSupported reports whether the parser evaluates the Match criteria as OpenSSH
+// would: "all" alone, or "host" and patterns none of which is another criterion.
+func matchSupported(criteria []string) bool {
+	if len(criteria) == 0 {
+		return true // the parser's own error says what is missing
+	}
+	switch strings.ToLower(criteria[0]) {
+	case "all":
+		return len(criteria) == 1
+	case "host":
+		for _, c := range criteria[1:] {
+			switch strings.ToLower(c) {
+			case "all", "canonical", "final", "exec", "localnetwork", "host", "originalhost",
+				"tagged", "user", "localuser", "version", "sessiontype", "command":
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // splitOption splits "Keyword=value" or "Keyword value", as ssh -o takes them.
@@ -153,6 +218,19 @@ type hostConfig struct {
 // operand and ssh_config: the flags are the final host's.
 func (a *app) resolveHost(r remote, hop bool) (*hostConfig, error) {
 	c, cfg := a.sshCfg, a.cfg
+	// Check what the command line gave before any %-token can carry it into a
+	// ProxyCommand (a shell) or a file name.
+	if err := checkCLIName("host", r.Host); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if err := checkCLIName("user", r.User); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if cfg.user != "" && !hop {
+		if err := checkCLIName("user", cfg.user); err != nil {
+			return nil, usagef("-l: %v", err)
+		}
+	}
 	alias := r.Host
 	hc := &hostConfig{alias: alias}
 	get := func(k string) string { return c.get(alias, k) }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,12 +133,11 @@ func TestSSHConfigErrors(t *testing.T) {
 		_, err := a.resolveHost(remote{Host: "b", Path: "."}, false)
 		require.ErrorContains(t, err, tt.want, tt.text)
 	}
-	// Match exec would run a command from the file: refused, naming the file.
+	// A parse error names the file.
 	p := filepath.Join(t.TempDir(), "cfg")
-	require.NoError(t, os.WriteFile(p, []byte("Match exec \"touch /tmp/x\"\n  Port 1\n"), 0o600))
+	require.NoError(t, os.WriteFile(p, []byte("Match\n  Port 1\n"), 0o600))
 	_, err := loadSSHConfig(p, nil)
 	require.ErrorContains(t, err, "ssh_config "+p)
-	require.ErrorContains(t, err, "Match Exec is not supported")
 	// -F naming a missing file is an error; the default files may be missing.
 	_, err = loadSSHConfig(filepath.Join(t.TempDir(), "absent"), nil)
 	require.ErrorContains(t, err, "no such file")
@@ -219,4 +219,52 @@ func TestSplitOption(t *testing.T) {
 	require.Equal(t, []string{"proxycommand", "nc %h %p"}, []string{k, v})
 	_, _, err = splitOption("ForwardX11=yes")
 	require.ErrorContains(t, err, "sluice does not use ForwardX11")
+}
+
+// TestSSHConfigUnsupportedMatch: a Match block sluice cannot evaluate (exec, which
+// would run a command, canonical, final, user...) applies to no host, with one warning,
+// instead of breaking every command; the rest of the file is in force.
+func TestSSHConfigUnsupportedMatch(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	a := appWithConfig(t, `
+Match exec "touch `+dir+`/ran"
+    Port 1
+Match canonical
+    Port 2
+match=final all
+    Port 3
+Match host box user bob   # user is not evaluated
+    Port 4
+  Match localnetwork 10.0.0.0/8
+    Port 5
+Match tagged x
+    Port 6
+Match host box
+    User alice
+Host box
+    Port 2200
+Match all
+    IdentityFile ~/id
+`)
+	require.Len(t, a.sshCfg.warnings, 1, "one warning per file")
+	for _, want := range []string{"Match exec", "Match canonical", "match=final all", "Match host box user bob", "Match localnetwork", "Match tagged x"} {
+		require.Contains(t, a.sshCfg.warnings[0], want)
+	}
+	require.NotContains(t, a.sshCfg.warnings[0], "user is not evaluated", "comments are not quoted")
+	hc, err := a.resolveHost(remote{Host: "box", Path: "."}, false)
+	require.NoError(t, err)
+	require.Equal(t, 2200, hc.port, "no unsupported block applied")
+	require.Equal(t, "alice", hc.user, "Match host is still evaluated")
+	require.Equal(t, []string{filepath.Join(os.Getenv("HOME"), "id")}, hc.identityFiles, "Match all is still evaluated")
+	require.NoFileExists(t, filepath.Join(dir, "ran"))
+
+	// The warning reaches stderr once, and the command goes on to connect.
+	cfg := filepath.Join(dir, "cfg")
+	require.NoError(t, os.WriteFile(cfg, []byte("Match exec true\n  Port 1\nHost box\n  HostName 127.0.0.1\n  Port 9\n"), 0o600))
+	key := filepath.Join(dir, "key")
+	writeEd25519Key(t, key)
+	r := runCLI(t, "-F", cfg, "-i", key, "-o", "BatchMode=yes", "ls", "box:x")
+	require.Equal(t, 1, strings.Count(r.stderr, "sluice: warning: ssh_config "+cfg), r.stderr)
+	require.Contains(t, r.stderr, "127.0.0.1:9", "the Match exec block did not set the port")
 }

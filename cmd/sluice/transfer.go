@@ -31,7 +31,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.resume, "a", false, "resume: continue the files an interrupted transfer left in its .sluice-part files")
 	fs.BoolVar(&x.preserve, "p", false, "preserve permission bits and access and modification times")
 	fs.BoolVar(&x.fsync, "f", false, "flush each file to stable storage before moving it into place\n(put needs the server's fsync@openssh.com)")
-	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16)")
+	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16, and 128 small ones)")
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
@@ -101,6 +101,11 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 	isDir, err := a.checkRemoteDest(ctx, c.s.client, dir, len(locals) > 1 || strings.HasSuffix(r.Path, "/"))
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
+	}
+	if isDir {
+		if err := checkDistinctBases("put", locals, filepath.Base); err != nil {
+			return err
+		}
 	}
 	for _, local := range locals {
 		// Where the copy lands is Put's rule, repeated for the summary and the
@@ -180,6 +185,11 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 	case errors.Is(lerr, fs.ErrNotExist):
 		if _, perr := os.Stat(filepath.Dir(local)); errors.Is(perr, fs.ErrNotExist) {
 			return fmt.Errorf("get: no such directory: %s", filepath.Dir(local))
+		}
+	}
+	if isDir {
+		if err := checkDistinctBases("get", srcs, path.Base); err != nil {
+			return err
 		}
 	}
 	for _, src := range srcs {
@@ -277,4 +287,20 @@ func unwrapOp(err error, op, name string) error {
 		return pe.Err
 	}
 	return err
+}
+
+// checkDistinctBases refuses sources that would land on the same name in the
+// destination directory ('box:*/log.txt' out/ matches a/log.txt and b/log.txt): the
+// later copy would silently replace the earlier one. Checked before anything is copied.
+func checkDistinctBases(op string, srcs []string, base func(string) string) error {
+	first := make(map[string]string, len(srcs))
+	for _, src := range srcs {
+		b := base(src)
+		if prev, ok := first[b]; ok {
+			return fmt.Errorf("%s: %s and %s would both be copied to %s in the destination; copy them separately",
+				op, escapeText(prev), escapeText(src), escapeText(b))
+		}
+		first[b] = src
+	}
+	return nil
 }

@@ -301,3 +301,32 @@ func TestQuiet(t *testing.T) {
 	require.Equal(t, exitFail, r.code)
 	require.Contains(t, r.stderr, "no such file or directory: "+filepath.Join(dir, "nope"))
 }
+
+// TestGlobBaseNameCollision: 'remote:*/log.txt' out/ matches two files named log.txt;
+// copying both into out/ would keep only the last. Refused before anything is copied,
+// and the same for put.
+func TestGlobBaseNameCollision(t *testing.T) {
+	needLocalServer(t)
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "remote", d), 0o755))
+		randomFile(t, filepath.Join(dir, "remote", d), "log.txt", 100)
+	}
+	out := filepath.Join(dir, "out")
+	require.NoError(t, os.Mkdir(out, 0o755))
+	r := runCLI(t, "get", filepath.Join(dir, "remote")+"/*/log.txt", out+"/")
+	require.Equal(t, exitFail, r.code, r.stderr)
+	require.Contains(t, r.stderr, "would both be copied to log.txt")
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing copied")
+
+	rdir := filepath.Join(dir, "rdir")
+	require.NoError(t, os.Mkdir(rdir, 0o755))
+	r = runCLI(t, "put", filepath.Join(dir, "remote", "a", "log.txt"), filepath.Join(dir, "remote", "b", "log.txt"), rdir+"/")
+	require.Equal(t, exitFail, r.code, r.stderr)
+	require.Contains(t, r.stderr, "would both be copied to log.txt")
+	entries, err = os.ReadDir(rdir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing copied")
+}

@@ -28,7 +28,7 @@ Common flags:
   -r recurse  -p preserve modes/times  -a resume  -j n files at once  -q quiet
   --sync       skip files whose size and mtime match (use with -p, like rclone copy)
   --retries n  reconnect and continue from the part files after a failure
-  --limit rate cap bandwidth (500K, 10M)   --timeout d  metadata call limit (2m)
+  --limit rate cap bandwidth (500K, 10M)   --timeout d  no-reply limit on metadata (2m)
 
 Examples:
   sluice put -r photos/ box:/backup/           (box: a Host in ~/.ssh/config)

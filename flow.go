@@ -1,0 +1,80 @@
+package sftp
+
+// Flow control: every number that bounds what a transfer keeps in flight lives here,
+// so the arithmetic can be read (and changed) in one place.
+//
+//   - The window (Client.window, File.window) is how many requests one transfer keeps
+//     in flight, summed over its lanes. Each holds at most one pooled data buffer, so it
+//     is also what bounds a transfer's memory: window x (request size + packetSlack).
+//   - A lane's cap (readLaneCap, writeLaneCap) is how many of those one SSH channel
+//     carries at once: about what its flow-control window holds. More would only
+//     queue at the server (reads) or inside x/crypto's Write (writes).
+//   - maxUnsent is how many WRITEs a lane's sender may have waiting to go out. A lane
+//     whose window the server refills slowly (dropbear grants 24 KiB) keeps its
+//     packets unsent, and new ones go to the other lanes: that is how the lanes
+//     adapt to the window each server really grants, which x/crypto does not expose.
+
+// stripeMin is how large a transfer must be before it stripes: enough that the few
+// round trips of opening handles are paid back.
+const stripeMin = 8 << 20
+
+// channelWindow is the flow-control window of one SSH session channel as x/crypto/ssh
+// grants it to the server (so it bounds every download lane exactly), and as
+// OpenSSH's sshd grants it to the client (so it bounds upload lanes against sshd).
+// Other servers grant other windows to uploads (dropbear 24 KiB, ProFTPD 4 GiB); the
+// write side does not rely on this figure for them, see maxUnsent.
+const channelWindow = 2 << 20
+
+// maxUnsent is how many WRITEs a lane's sender may hold that it has not yet written:
+// the one x/crypto is sending and one ready behind it, so the sender never waits for
+// the scheduler, while a lane parked on an exhausted window takes no more.
+const maxUnsent = 2
+
+// window is how many requests a transfer keeps in flight: the configured depth, and
+// enough per lane to fill a 2 MiB channel window when striping.
+func (c *Client) window() int {
+	w := c.opts.maxInflight
+	if c.stripes() {
+		w = max(w, c.opts.channels*12)
+	}
+	return w
+}
+
+// window is how many requests this file's transfers keep in flight: the Client's,
+// shared out when a tree copy moves several files at once (see File.share).
+func (f *File) window() int {
+	w := f.c.window()
+	if f.share > 1 {
+		w = min(w, max(8, 4*w/f.share))
+	}
+	return w
+}
+
+// writeBuffers is how many data buffers an upload holds at once, read and not yet
+// written to a channel: enough for every reader and for each lane's unsent WRITEs.
+// A WRITE in flight holds a window slot but no buffer (the channel has copied it), so
+// this, not the window, is what an upload keeps in memory, and a small set of buffers
+// stays warm in the pool instead of a window's worth churning through the GC.
+func writeBuffers(c *Client, window int) int {
+	lanes := 1
+	if c.stripes() {
+		lanes = c.opts.channels
+	}
+	return min(window, readAtWorkers+maxUnsent*lanes)
+}
+
+// readLaneCap is how many READs of size one lane keeps at the server when striping:
+// about 1.5 channel windows, enough to keep the window full, while a deeper queue on
+// the first lane would hold back, in offset order, everything the lanes joining later
+// bring.
+func readLaneCap(size int) int {
+	return max(2, channelWindow*3/2/(size+packetSlack))
+}
+
+// writeLaneCap is how many WRITEs of size one lane may have in flight when there are
+// several: what fits in sshd's channel window, less room for the small requests of
+// other users of the channel. Against a server with a smaller window the lane's
+// sender parks in x/crypto's Write and maxUnsent stops feeding it.
+func writeLaneCap(size int) int {
+	return max(1, (channelWindow-64<<10)/(size+packetSlack))
+}

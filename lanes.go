@@ -1,0 +1,171 @@
+package sftp
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// Lanes. A transfer moves its requests over one lane or several: a lane is an SFTP
+// channel with the file's handle on it (the File's own, or a sibling the transfer
+// opened for striping, see stripe.go). The same code drives one lane and many.
+
+// lane is one channel a transfer uses, with the file's handle on that channel.
+type lane struct {
+	cn      *conn
+	handle  string
+	out     int  // requests in flight on this lane; the scheduler's alone
+	sibling bool // opened by the transfer, which closes it at the end
+
+	// Uploads give each lane its own sender goroutine (write.go), so a lane whose
+	// window is exhausted parks only its own sender inside x/crypto's Write.
+	queue  chan outgoing // WRITEs for the sender, in the order they are to go out
+	unsent atomic.Int32  // WRITEs handed to the sender and not yet written
+}
+
+// lanes is the part of a transfer that knows its channels: it picks the lane for each
+// request, takes in lanes as they are opened, and closes them at the end.
+type lanes struct {
+	f      *File
+	ch     chan response // every reply of the transfer, from every lane
+	all    []*lane
+	pflags sshfx.OpenFlag // how siblings are opened: READ, or WRITE without CREAT/TRUNC
+
+	joins  chan *lane // from the opener; nil until striping starts
+	stop   context.CancelFunc
+	opened chan struct{} // closed when the opener is done
+}
+
+func (f *File) newLanes(window int, pflags sshfx.OpenFlag) lanes {
+	return lanes{
+		f:      f,
+		ch:     make(chan response, window+1),
+		all:    []*lane{{cn: f.cn, handle: f.handle}},
+		pflags: pflags,
+	}
+}
+
+// canStripe reports whether this transfer may add lanes.
+func (ls *lanes) canStripe() bool {
+	c := ls.f.c
+	return ls.joins == nil && !ls.f.append && c.stripes()
+}
+
+// stripe starts opening the file on the Client's other channels, in the background.
+func (ls *lanes) stripe() {
+	if !ls.canStripe() {
+		return
+	}
+	c := ls.f.c
+	ls.joins = make(chan *lane, c.opts.channels)
+	ls.opened = make(chan struct{})
+	ctx, cancel := context.WithCancel(ls.f.ctx)
+	ls.stop = cancel
+	go func() {
+		defer close(ls.opened)
+		c.eachChannel(ctx, c.opts.channels, func(cn *conn) {
+			if cn == ls.f.cn {
+				return
+			}
+			h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
+				return appendOpen(nil, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
+			})
+			if err == nil { // a lane that can't be had is not the transfer's failure
+				ls.joins <- &lane{cn: cn, handle: h, sibling: true}
+			}
+		})
+	}()
+}
+
+// join adds a lane the opener finished.
+func (ls *lanes) join(l *lane) { ls.all = append(ls.all, l) }
+
+// pick returns the lane with the fewest requests in flight: a lane held back by its
+// window collects requests, so new ones go to the others.
+func (ls *lanes) pick() *lane {
+	best := ls.all[0]
+	for _, l := range ls.all[1:] {
+		if l.out < best.out {
+			best = l
+		}
+	}
+	return best
+}
+
+// forget abandons the given requests (grouped by lane) and drains their replies.
+func (ls *lanes) forget(ids map[*lane][]uint32) {
+	inTransit := 0
+	for l, list := range ids {
+		inTransit += l.cn.forget(list)
+		l.out = 0
+	}
+	for ; inTransit > 0; inTransit-- {
+		r := <-ls.ch
+		r.release()
+	}
+	for {
+		select {
+		case r := <-ls.ch:
+			r.release()
+		default:
+			return
+		}
+	}
+}
+
+// finish stops the opener and closes every sibling handle, waiting for the replies:
+// a transfer leaves no handle open. It returns the first CLOSE failure, which matters
+// for uploads (a server may report a failed write only at close).
+func (ls *lanes) finish() error {
+	if ls.stop != nil {
+		ls.stop()
+		<-ls.opened
+		for {
+			select {
+			case l := <-ls.joins:
+				ls.join(l)
+				continue
+			default:
+			}
+			break
+		}
+	}
+	var first error
+	waiting := make(map[uint32]*conn, len(ls.all))
+	for _, l := range ls.all {
+		if !l.sibling || l.cn.failed() != nil {
+			continue
+		}
+		id := l.cn.newID()
+		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
+			first = firstErr(first, err)
+			continue
+		}
+		waiting[id] = l.cn
+	}
+	// Match replies by id: a reply a dying channel had already handed over may still
+	// turn up here, and must not be taken for a CLOSE's.
+	for len(waiting) > 0 {
+		r := <-ls.ch
+		if cn := waiting[r.id]; cn != nil {
+			delete(waiting, r.id)
+			if r.err != nil {
+				first = firstErr(first, r.err)
+			} else {
+				first = firstErr(first, cn.check(expectStatus("CLOSE", &r)))
+			}
+		}
+		r.release()
+	}
+	ls.all = ls.all[:1]
+	return first
+}
+
+// firstErr keeps the first error of several: first, unless it is nil.
+func firstErr(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}

@@ -1,0 +1,473 @@
+package sftp
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// The read side. A readStream keeps a window of READs in flight over its lanes and
+// files each DATA by the offset it covers. How the data leaves depends on the caller:
+//
+//   - Read and ReadAt take it in order from the caller's goroutine (read), which also
+//     drives the stream: they return between calls, so no goroutine may outlive them;
+//   - WriteTo writes w in offset order from the caller's goroutine (a bounded
+//     reorder); when w is an io.WriterAt it runs the stream under an errgroup with
+//     workers that write each piece at its offset the moment it arrives (no reorder,
+//     no head-of-line blocking).
+//
+// READs are sent from the stream's goroutine: a READ is some 50 bytes, so it cannot
+// park on a channel window the way a WRITE can (write.go gives each lane a sender).
+//
+// Window rule: requests in flight plus segments held (waiting in order, or handed to
+// writers and not yet written) never exceed win, with one exception: when nothing is
+// in flight and the window is full of data waiting behind a short DATA's missing
+// rest (the bytes at next), the READ for that rest goes out anyway, since nothing
+// else would move. Its answer is the segment at next, which leaves the window when it
+// is consumed or written, before the exception can apply again: so what a slow
+// writer or a missing reply can hold is at most win+1 buffers.
+
+// writtenPiece is a writer's report that it is done with the segment at off: n of its
+// bytes reached w.
+type writtenPiece struct {
+	off int64
+	n   int
+}
+
+// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
+// while one is in a system call.
+const writeAtWorkers = 2
+
+// readStream reads a file from an offset; see the window rule above.
+type readStream struct {
+	lanes
+	ctx   context.Context // every wait ends with it: the File's life, or the errgroup's
+	size  int             // bytes per READ; lowered when the server returns less than asked
+	next  int64           // offset of the next byte to yield
+	issue int64           // offset of the next READ to send
+	limit int64           // end of the range to read, or -1 for "to EOF"
+	win   int             // current window; grows by one per segment yielded, up to max
+	max   int
+
+	reqs map[uint32]chunk
+	segs map[int64]segment // received and not yet yielded, by offset
+	redo []chunk           // rests of short DATAs still to ask for
+	cur  segment           // segment being consumed by read
+
+	eof          int64  // lowest offset a READ got EOF for, or -1
+	firstFailure        // other than EOF
+	hint         int64  // file size from FSTAT, or -1: past it one READ at a time
+	statID       uint32 // FSTAT in flight, or 0
+	pkt          []byte // encoding buffer for READs, reused (the channel copies it)
+
+	// On a link slow enough to stripe, each lane keeps only readLaneCap READs at the
+	// server.
+	capped  bool
+	laneCap int
+
+	// With writer goroutines (WriteTo to an io.WriterAt).
+	out     chan segment      // to the writers
+	written chan writtenPiece // from the writers
+	held    int               // segments handed to writers and not yet reported
+	direct  bool              // w is an io.WriterAt: segments go out as they arrive
+	arrived prefixTracker     // direct: what has arrived, by offset; next is its prefix
+	wrote   prefixTracker     // what the writers reported, by offset
+}
+
+// newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
+// READ: its size keeps small files from being read far past their end and tells
+// whether to stripe, at no extra round trip; a server that refuses it just leaves the
+// hint unknown.
+func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
+	window := f.window()
+	s := &readStream{
+		lanes: f.newLanes(window, sshfx.FlagRead),
+		ctx:   f.ctx,
+		size:  f.c.readSize(), next: off, issue: off, limit: limit,
+		win: min(win, window), max: window,
+		reqs: make(map[uint32]chunk, window),
+		segs: make(map[int64]segment, window),
+		eof:  -1, hint: -1,
+	}
+	if f.c.stripes() {
+		s.capped = true
+		s.laneCap = readLaneCap(s.size)
+	}
+	if stat {
+		id := f.cn.newID()
+		if err := f.send(f.ctx, f.cn, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
+			s.fail(off, err)
+		} else {
+			s.statID = id
+		}
+	}
+	if limit-off >= stripeMin {
+		s.stripe()
+	}
+	return s
+}
+
+// readSize is the READ length to start a transfer with.
+func (c *Client) readSize() int {
+	n := c.limits.MaxRead
+	if learned := int(c.readCap.Load()); learned > 0 && learned < n {
+		n = learned
+	}
+	return n
+}
+
+// stopAt is the offset past which nothing is asked for.
+func (s *readStream) stopAt() int64 {
+	end := int64(1<<63 - 1)
+	if s.limit >= 0 {
+		end = s.limit
+	}
+	if s.eof >= 0 {
+		end = min(end, s.eof)
+	}
+	if s.err != nil {
+		end = min(end, s.errAt)
+	}
+	return end
+}
+
+// inWindow counts what the window rule bounds.
+func (s *readStream) inWindow() int { return len(s.reqs) + len(s.segs) + s.held }
+
+// fill sends READs while the window has room: first the rests of short DATAs, then
+// new ranges.
+func (s *readStream) fill() {
+	for len(s.redo) > 0 {
+		i := 0
+		if s.inWindow() >= s.win {
+			// The exception of the window rule: only the rest that the data held is
+			// waiting for, and only with nothing in flight or at a writer that could
+			// free room.
+			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
+			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
+				break
+			}
+		}
+		req := s.redo[i]
+		s.redo = slices.Delete(s.redo, i, i+1)
+		if req.off >= s.stopAt() {
+			continue
+		}
+		if !s.send(req) {
+			return
+		}
+	}
+	for s.inWindow() < s.win && s.issue < s.stopAt() {
+		// Until the FSTAT answers, and past the size it gave, one READ at a time.
+		if (s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)) && len(s.reqs) > 0 {
+			return
+		}
+		n := int(min(int64(s.size), s.stopAt()-s.issue))
+		if s.capped && s.pick().out >= s.laneCap {
+			return // every lane has what keeps its window full; more would only queue
+		}
+		if !s.send(chunk{off: s.issue, n: n}) {
+			return
+		}
+		s.issue += int64(n)
+		if s.issue-s.next >= stripeMin && s.hint < 0 {
+			s.stripe() // no size known, but it is turning out large
+		}
+	}
+}
+
+func (s *readStream) send(req chunk) bool {
+	req.lane = s.pick()
+	cn := req.lane.cn
+	id := cn.newID()
+	s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
+	if err := s.f.send(s.ctx, cn, id, s.pkt, s.ch); err != nil {
+		s.fail(req.off, err)
+		return false
+	}
+	req.lane.out++
+	s.reqs[id] = req
+	return true
+}
+
+// more waits for one event (a reply, a new lane, a writer's report, or the end of
+// s.ctx) and handles it. It reports false when nothing is outstanding, so waiting
+// would block forever.
+func (s *readStream) more() bool {
+	if len(s.reqs) == 0 && s.statID == 0 && s.held == 0 {
+		return false
+	}
+	select {
+	case r := <-s.ch:
+		s.onReply(r)
+	case l := <-s.joins:
+		s.join(l)
+	case w := <-s.written:
+		s.held--
+		s.wrote.done(w.off, w.n)
+	case <-s.ctx.Done():
+		err := context.Cause(s.ctx)
+		if s.f.ctx.Err() != nil {
+			err = errFileClosed
+		}
+		s.fail(s.next, err)
+		s.abandon()
+	}
+	return true
+}
+
+// onReply files one reply of the stream: the FSTAT's, or a READ's.
+func (s *readStream) onReply(r response) {
+	if r.id == s.statID {
+		s.statID = 0
+		if r.err == nil {
+			a, err := decodeAttrs("FSTAT", &r)
+			if err == nil && a.Has(sshfx.AttrSize) {
+				s.hint = int64(min(a.Size, 1<<62))
+				if s.hint-s.next >= stripeMin {
+					s.stripe()
+				}
+			} else {
+				s.f.cn.check(err) // a refused FSTAT is fine; a malformed one is not
+			}
+		}
+		r.release()
+		return
+	}
+	req, ok := s.reqs[r.id]
+	if !ok { // cannot happen: only this stream's ids are registered on s.ch
+		r.release()
+		return
+	}
+	delete(s.reqs, r.id)
+	req.lane.out--
+	cn := req.lane.cn
+	if r.err != nil { // the lane's channel died: the transfer fails with it
+		s.fail(req.off, r.err)
+		return
+	}
+	if r.typ != sshfx.TypeData {
+		err := otherReply("READ", &r, sshfx.TypeData)
+		r.release()
+		if err == io.EOF {
+			if s.eof < 0 || req.off < s.eof {
+				s.eof = req.off
+			}
+			return
+		}
+		s.fail(req.off, cn.check(err))
+		return
+	}
+	data, err := decodeData(&r)
+	if err == nil && len(data) > req.n {
+		err = protoErr("READ", "DATA of %d bytes for a READ of %d", len(data), req.n)
+	} else if err == nil && len(data) == 0 {
+		err = protoErr("READ", "empty DATA for a READ of %d bytes", req.n)
+	}
+	if err != nil {
+		r.release()
+		s.fail(req.off, cn.check(err))
+		return
+	}
+	if req.capGuess > 0 && req.capGuess < s.size {
+		// The READ before this one came back short, yet the file went on: that was
+		// the server's read cap (32 KiB rclone, 64512 MINA, 64 KiB old OpenSSH).
+		// Later READs ask for no more, so they are not cut short again.
+		s.size = max(req.capGuess, minDataSize)
+		s.f.c.readCap.Store(int64(s.size))
+	}
+	if got := len(data); got < req.n {
+		// Ask for the rest (fill does, under the window rule). Whether this was a cap
+		// or the end of the file is known only from that READ's answer, so nothing
+		// is learned yet.
+		s.redo = append(s.redo, chunk{off: req.off + int64(got), n: req.n - got, capGuess: got})
+	}
+	s.file(segment{off: req.off, data: data, resp: r})
+}
+
+// file keeps a segment until it can be yielded; a direct stream hands it to the
+// writers at once.
+func (s *readStream) file(seg segment) {
+	if !s.direct {
+		s.segs[seg.off] = seg
+		return
+	}
+	if seg.off >= s.stopAt() { // past a failure: not wanted
+		seg.resp.release()
+		return
+	}
+	s.arrived.done(seg.off, len(seg.data))
+	s.next = s.arrived.prefix
+	s.held++
+	s.out <- seg // never blocks: out has room for the whole window
+}
+
+// read copies the next bytes in order into p; it returns io.EOF at the end of the file
+// (or of the range), and the failure once the data before it has been yielded.
+func (s *readStream) read(p []byte) (int, error) {
+	if len(s.cur.data) == 0 {
+		if err := s.advance(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, s.cur.data)
+	s.cur.data = s.cur.data[n:]
+	if len(s.cur.data) == 0 {
+		s.cur.resp.release()
+	}
+	return n, nil
+}
+
+// advance makes s.cur the segment at s.next, waiting for it if need be.
+func (s *readStream) advance() error {
+	for {
+		if seg, ok := s.segs[s.next]; ok {
+			delete(s.segs, s.next)
+			s.next += int64(len(seg.data))
+			s.cur = seg
+			if s.win < s.max {
+				s.win++
+			}
+			return nil
+		}
+		if err := s.step(); err != nil {
+			return err
+		}
+	}
+}
+
+// step is one turn of the stream once the segment at next is not there: the outcome
+// if the stream is over, else it sends what the window allows and waits for an event.
+func (s *readStream) step() error {
+	if s.err != nil && s.next >= s.errAt {
+		return s.err
+	}
+	if s.next >= s.stopAt() {
+		return io.EOF
+	}
+	s.fill()
+	if !s.more() {
+		// Nothing in flight and nothing to yield: only a failure to send gets here.
+		if s.err != nil {
+			return s.err
+		}
+		return io.ErrNoProgress
+	}
+	return nil
+}
+
+// writeTo hands the data to w in offset order, from the stream's own goroutine: it
+// returns the bytes w took, and w's error bare. Handing the data to a writer goroutine
+// instead costs two channel hops per piece, which measured slower (bench_server_test's
+// WriteTo against the in-process server) for the writers this path mostly meets
+// (io.Discard, a bytes.Buffer, a pipe), and a file goes to writeAt anyway.
+func (s *readStream) writeTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := s.advance(); err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, s.f.err("read", err)
+		}
+		n, err := w.Write(s.cur.data)
+		total += int64(n)
+		if err == nil && n < len(s.cur.data) {
+			err = io.ErrShortWrite
+		}
+		s.cur.data = nil
+		s.cur.resp.release()
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// writeAt hands each piece to writer goroutines the moment it arrives, to be written
+// at its offset in wa (base is where the stream's start goes): no reorder, no
+// head-of-line blocking. It returns the bytes written in one run from the start, and
+// wa's error bare.
+func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
+	start := s.next
+	g, gctx := errgroup.WithContext(s.f.ctx)
+	s.ctx = gctx
+	s.out = make(chan segment, s.max+1)
+	s.written = make(chan writtenPiece, s.max+1)
+	s.wrote = newPrefixTracker(start, s.max)
+	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
+	for range writeAtWorkers {
+		g.Go(func() error {
+			for {
+				var seg segment
+				select {
+				case seg = <-s.out:
+				case <-gctx.Done():
+					return nil
+				}
+				if seg.data == nil { // out was closed
+					return nil
+				}
+				n, err := wa.WriteAt(seg.data, base+seg.off-start)
+				seg.resp.release()
+				s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
+				if err != nil {
+					return err
+				}
+			}
+		})
+	}
+	var err error
+	for err == nil {
+		err = s.step()
+	}
+	close(s.out)
+	werr := g.Wait()
+	for seg := range s.out { // never taken by a writer
+		seg.resp.release()
+		s.held--
+	}
+	for s.held > 0 {
+		w := <-s.written
+		s.held--
+		s.wrote.done(w.off, w.n)
+	}
+	n := s.wrote.prefix - start
+	if werr != nil {
+		return n, werr
+	}
+	if err == io.EOF {
+		return n, nil
+	}
+	return n, s.f.err("read", err)
+}
+
+// abandon forgets everything in flight: late replies are dropped by the reader.
+func (s *readStream) abandon() {
+	ids := make(map[*lane][]uint32, len(s.all))
+	for id, req := range s.reqs {
+		ids[req.lane] = append(ids[req.lane], id)
+	}
+	if s.statID != 0 {
+		ids[s.all[0]] = append(ids[s.all[0]], s.statID)
+	}
+	clear(s.reqs)
+	s.redo = nil
+	s.statID = 0
+	s.forget(ids)
+}
+
+// close releases what the stream holds and closes the handles it opened.
+func (s *readStream) close() {
+	s.abandon()
+	s.finish() // errors closing a read handle change nothing for the caller
+	s.cur.resp.release()
+	s.cur = segment{}
+	for off, seg := range s.segs {
+		seg.resp.release()
+		delete(s.segs, off)
+	}
+}

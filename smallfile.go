@@ -1,0 +1,367 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// Small files in two round trips. A file that fits in one READ or one WRITE gains
+// nothing from the transfer engine's window: what it costs is round trips, and taken
+// one after another they are OPEN, READ (or WRITE), the READ that finds EOF, CLOSE. So
+// once the HANDLE is known, everything else about the file goes out back to back: for
+// a Get, the READ of the listed size, a READ just past it that should find EOF, and the
+// CLOSE; for a Put, the WRITE, the FSETSTAT and fsync asked for, and the CLOSE. The
+// replies are then collected, each matched by its id, so a server that answers out of
+// order is read right. OpenSSH's server carries out a handle's requests in the order
+// they came, so the CLOSE lands after the data; the rename of an upload waits for the
+// CLOSE's reply, as a failed CLOSE must fail the Put.
+//
+// Such files are limited by requests in flight, not by any window, so a tree keeps
+// more of them in flight than of large files (smallParallel).
+
+// defaultSmallParallel is how many small files a tree keeps in flight when the caller
+// did not choose Parallel.
+const defaultSmallParallel = 128
+
+// smallGet reports whether a remote file the listing gave size bytes for (-1: not
+// known) is fetched by getSmall.
+func (t *getPutCall) smallGet(size int64) bool {
+	return size >= 0 && size <= int64(t.c.readSize())
+}
+
+// smallPut reports whether a local file of size bytes is sent by putSmall.
+func (t *getPutCall) smallPut(size int64) bool {
+	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
+}
+
+// isSmall reports whether op ("get" or "put") moves the file fi describes by the
+// two-round-trip path.
+func (t *getPutCall) isSmall(op string, fi fs.FileInfo) bool {
+	if op == "get" {
+		return t.smallGet(remoteSize(fi))
+	}
+	return t.smallPut(fi.Size())
+}
+
+// pendingReq is one request sent, with the channel its reply comes on.
+type pendingReq struct {
+	id   uint32
+	ch   chan response
+	sent bool
+}
+
+// sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
+// to back on f's channel. f is marked closed first, as Close does (see hmu), so that
+// no request can follow the CLOSE; Close called later returns fs.ErrClosed and sends
+// nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
+// does, and otherwise in the background, so the handle is closed whatever happens. An
+// error means some requests did not go out: those have sent false.
+func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) []byte) (reqs []pendingReq, cls pendingReq, err error) {
+	first := false
+	f.closeOnce.Do(func() {
+		first = true
+		f.hmu.Lock()
+		f.closed = true
+		f.hmu.Unlock()
+	})
+	if !first {
+		return nil, cls, errFileClosed
+	}
+	cn := f.cn
+	reqs = make([]pendingReq, len(encs))
+	for i, enc := range encs {
+		if err != nil {
+			break
+		}
+		r := pendingReq{id: cn.newID(), ch: make(chan response, 1)}
+		if err = cn.send(ctx, r.id, enc(r.id), r.ch); err == nil {
+			r.sent = true
+		}
+		reqs[i] = r
+	}
+	cls = pendingReq{id: cn.newID(), ch: make(chan response, 1)}
+	if cerr := cn.send(cctx, cls.id, appendString1(nil, sshfx.TypeClose, cls.id, f.handle), cls.ch); cerr == nil {
+		cls.sent = true
+	} else {
+		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
+	}
+	return reqs, cls, err
+}
+
+// collect waits for the replies to reqs in turn while ctx lasts; once it ends, the
+// rest are abandoned (their replies dropped). Each reply or error is passed to take,
+// which must release the response.
+func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, r response, err error)) {
+	for i, r := range reqs {
+		if !r.sent {
+			continue
+		}
+		if ctx.Err() != nil {
+			cn.abandon(r.id, r.ch)
+			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
+			continue
+		}
+		resp, err := cn.wait(ctx, r.id, r.ch)
+		take(i, resp, err)
+	}
+}
+
+// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent.
+func closeReply(ctx context.Context, f *File, cls pendingReq) error {
+	if !cls.sent {
+		return errFileClosed
+	}
+	r, err := f.cn.wait(ctx, cls.id, cls.ch)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	return f.cn.check(expectStatus("CLOSE", &r))
+}
+
+// getSmall copies the remote file f (opened on src; the listing said size bytes, at
+// most one READ) into lf, the part file, from its start, and closes f. A file that
+// turns out longer than one READ shows (it grew since the listing, or the server
+// returned less than asked) is read on from there with a new handle, by the engine.
+func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress) (int64, error) {
+	defer f.cancel()
+	if err := ctx.Err(); err != nil {
+		closeWithin(t.ctx, f)
+		return 0, fmt.Errorf("sftp: %w", err)
+	}
+	var w io.Writer = lf
+	if p != nil {
+		w = &progressFile{f: lf, p: p}
+	}
+	n, rest, err := t.receiveSmall(ctx, f, size, w)
+	if err != nil || !rest {
+		return n, err
+	}
+	g, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
+	if err != nil {
+		return n, err
+	}
+	stop := watch(ctx, g)
+	if err = ctx.Err(); err == nil {
+		var m int64
+		m, err = receive(g, lf, n, p)
+		n += m
+	}
+	stop()
+	closeWithin(t.ctx, g)
+	return n, err
+}
+
+// receiveSmall does getSmall's two round trips. rest reports that the file may go on
+// past n, the bytes written to w.
+func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, err error) {
+	cn := f.cn
+	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
+	encs := []func(id uint32) []byte{
+		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
+		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
+	}
+	if size == 0 {
+		encs = encs[1:] // the probe alone: it reads from 0
+	}
+	reqs, cls, serr := f.sendThenClose(ctx, t.ctx, encs)
+
+	// data[i] is what READ i brought: nil for EOF.
+	data := make([][]byte, len(reqs))
+	resps := make([]response, len(reqs))
+	defer func() {
+		for i := range resps {
+			resps[i].release()
+		}
+	}()
+	var rerr error // the first failure, by request order
+	collect(ctx, cn, reqs, func(i int, r response, err error) {
+		if err != nil {
+			if rerr == nil {
+				rerr = err
+			}
+			return
+		}
+		want := uint32(size)
+		if len(encs) == 1 || i == 1 {
+			want = probe
+		}
+		d, err := smallData(&r, want)
+		if err != nil {
+			r.release()
+			if rerr == nil {
+				rerr = cn.check(err)
+			}
+			return
+		}
+		data[i], resps[i] = d, r
+	})
+	// A read handle's CLOSE reports nothing that matters to the data (as in
+	// getFile), unless the reply itself is malformed, which fails the channel.
+	closeReply(t.ctx, f, cls)
+	if serr != nil && rerr == nil {
+		rerr = serr
+	}
+	var se *StatusError
+	if errors.As(rerr, &se) && serr == nil && ctx.Err() == nil {
+		// A server that runs a handle's requests out of order may have closed it
+		// before a READ. Nothing was written yet: the engine reads the file again on
+		// a new handle, and reports the failure if it is real.
+		return 0, true, nil
+	}
+	if rerr != nil {
+		return 0, false, f.err("read", rerr)
+	}
+	first := data[0]
+	if first == nil && len(encs) == 2 {
+		return 0, false, nil // EOF at 0: the file was emptied since the listing
+	}
+	if _, err := w.Write(first); err != nil {
+		return 0, false, err
+	}
+	n = int64(len(first))
+	switch {
+	case len(encs) == 1: // an empty file: the probe read from 0
+		return n, len(first) > 0, nil
+	case n < size:
+		// Short: the file shrank, or the server caps READs below this one. Only a
+		// READ from n tells which; what the probe brought is not next to n.
+		return n, true, nil
+	case len(data[1]) == 0:
+		return n, false, nil // EOF where the listing said
+	}
+	// The file grew since the listing: keep what the probe brought and go on.
+	m, err := w.Write(data[1])
+	return n + int64(m), err == nil, err
+}
+
+// smallData checks a reply to a READ of want bytes: its data, nil for EOF.
+func smallData(r *response, want uint32) ([]byte, error) {
+	if r.typ != sshfx.TypeData {
+		err := otherReply("READ", r, sshfx.TypeData)
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, err
+	}
+	d, err := decodeData(r)
+	switch {
+	case err != nil:
+		return nil, err
+	case uint32(len(d)) > want:
+		return nil, protoErr("READ", "DATA of %d bytes for a READ of %d", len(d), want)
+	case len(d) == 0:
+		return nil, protoErr("READ", "empty DATA for a READ of %d bytes", want)
+	}
+	return d, nil
+}
+
+// smallUpload reads the local file lf (described by fi) whole if the transfer starts
+// at its beginning (off 0) and it fits in one WRITE: small reports that data holds it
+// all. Otherwise lf is left at its start for the engine.
+func (t *getPutCall) smallUpload(lf *os.File, fi fs.FileInfo, off int64) (data []byte, small bool, err error) {
+	if off != 0 || !t.smallPut(fi.Size()) {
+		return nil, false, nil
+	}
+	limit := t.c.limits.MaxWrite
+	// One byte more than the listed size shows a file that grew since.
+	buf := make([]byte, min(int(fi.Size())+1, limit+1))
+	n, err := io.ReadFull(lf, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return buf[:n], true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	// Longer than the listing said: the engine copies whatever is there.
+	if _, err := lf.Seek(0, io.SeekStart); err != nil {
+		return nil, false, err
+	}
+	return nil, false, nil
+}
+
+// putSmall writes data, the whole of a small local file described by fi, to f, the
+// part file just created on the server, sets its metadata and syncs it as asked, closes
+// it and renames it to dst: everything before the rename in one round trip.
+func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, data []byte, fi fs.FileInfo, p *fileProgress) error {
+	defer f.cancel()
+	type step struct {
+		op  string
+		enc func(id uint32) []byte
+	}
+	var steps []step
+	if len(data) > 0 {
+		steps = append(steps, step{"write", func(id uint32) []byte { return appendWrite(nil, id, f.handle, 0, data) }})
+	}
+	if t.o.preserve {
+		a, err := preserveAttrs(fi.Mode(), localAtime(fi), fi.ModTime())
+		if err != nil {
+			t.abortPut(f, part, 0)
+			return err
+		}
+		steps = append(steps, step{"setstat", func(id uint32) []byte {
+			return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, a)
+		}})
+	}
+	if t.o.fsync {
+		steps = append(steps, step{"sync", func(id uint32) []byte { return appendExtended(nil, id, extFsync, f.handle) }})
+	}
+	if err := ctx.Err(); err != nil {
+		t.abortPut(f, part, 0)
+		return fmt.Errorf("sftp: %w", err)
+	}
+	encs := make([]func(id uint32) []byte, len(steps))
+	for i, s := range steps {
+		encs[i] = s.enc
+	}
+	reqs, cls, err := f.sendThenClose(ctx, t.ctx, encs)
+	var acked int64
+	collect(ctx, f.cn, reqs, func(i int, r response, werr error) {
+		if werr == nil {
+			werr = f.cn.check(expectStatus(steps[i].op, &r))
+			r.release()
+			if werr != nil {
+				werr = f.err(steps[i].op, werr)
+			}
+		}
+		switch {
+		case werr == nil && steps[i].op == "write":
+			acked = int64(len(data))
+			p.add(len(data))
+		case werr != nil && err == nil:
+			err = werr
+		}
+	})
+	_, cerr := waitWithin(t.ctx, f.cn, func() error {
+		cerr := closeReply(context.WithoutCancel(t.ctx), f, cls)
+		if err != nil || cerr != nil {
+			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		}
+		return cerr
+	})
+	if cerr != nil {
+		cerr = f.err("close", cerr)
+	}
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	return t.c.Rename(ctx, part, dst)
+}
+
+// abortPut closes f, the part file of an upload that sent nothing, and removes it.
+func (t *getPutCall) abortPut(f *File, part string, acked int64) {
+	waitWithin(t.ctx, f.cn, func() error {
+		cerr := f.Close()
+		t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		return cerr
+	})
+}

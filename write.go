@@ -1,0 +1,544 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
+)
+
+// The write side: uploads. Three kinds of goroutine work under one errgroup, whose
+// context (derived from the File's life) is the only way any of them is stopped:
+//
+//   - producers read the source straight into pooled WRITE buffers, behind room left
+//     for the header: one goroutine for a plain io.Reader, or readAtWorkers reading
+//     disjoint chunks with ReadAt when the source has a known size;
+//   - the scheduler gives each filled chunk a request id and a lane, and files every
+//     acknowledgement by offset, so the bytes known written are always the contiguous
+//     prefix of acknowledged chunks, whatever order they complete in;
+//   - one sender per lane writes the lane's WRITEs to its channel. x/crypto's Write
+//     blocks while the channel's window is exhausted; it blocks that lane alone.
+//
+// A window slot is taken before a chunk is read and given back when its reply is
+// filed, so memory stays within the window whatever the file size.
+
+// dataOff is where the data of a WRITE starts in its buffer. The header goes right
+// in front of it, so the source can be read before the lane (whose handle is part of
+// the header) is chosen.
+const dataOff = packetSlack
+
+// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
+// chunk costs a fraction of encrypting it, so two keep a sender fed even while one
+// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
+// two cores this is measured on.
+const readAtWorkers = 2
+
+// filledChunk is a piece of the source read into a pooled buffer, or a failure to
+// read it.
+type filledChunk struct {
+	off int64
+	n   int
+	buf *[]byte
+	eof bool  // the source ends right after this chunk
+	err error // reading the source failed at off
+}
+
+// outgoing is one WRITE handed to a lane's sender.
+type outgoing struct {
+	id  uint32
+	off int64
+	n   int
+	buf *[]byte
+}
+
+// writeStream is one upload from an offset.
+type writeStream struct {
+	lanes
+	start int64
+	size  int // data bytes per WRITE
+	max   int // the window
+
+	ctx    context.Context // the errgroup's: ends on the first error, Close or ctx
+	g      *errgroup.Group
+	halt   context.CancelFunc // stops the producers (a WRITE failed: read no further)
+	slots  chan struct{}      // one per chunk between being read and being filed
+	bufs   chan struct{}      // one per chunk between being read and being written out
+	filled chan filledChunk   // from the producers; closed when they are done
+	kick   chan struct{}      // a sender that was full has written one
+
+	ready    map[int64]filledChunk // read, waiting for their turn, by offset
+	nextOff  int64                 // offset of the next chunk to hand to a lane
+	reqs     map[uint32]chunk      // WRITEs given a lane, by request id
+	acked    prefixTracker         // acknowledged WRITEs by offset
+	end      int64                 // where the source ended, once a producer saw it
+	halted   bool
+	aborting bool
+
+	firstFailure              // the failed WRITE (or the abort) at the lowest offset
+	srcFail      firstFailure // reading the source failed
+}
+
+func (f *File) newWriteStream(off int64) *writeStream {
+	window := f.window()
+	return &writeStream{
+		// Siblings open WRITE only: the caller's open already created or truncated the
+		// file, and a second TRUNC would destroy what other lanes wrote.
+		lanes: f.newLanes(window, sshfx.FlagWrite),
+		start: off, size: f.c.limits.MaxWrite, max: window,
+		slots:   make(chan struct{}, window),
+		bufs:    make(chan struct{}, writeBuffers(f.c, window)),
+		filled:  make(chan filledChunk, window),
+		kick:    make(chan struct{}, 1),
+		ready:   make(map[int64]filledChunk, window),
+		nextOff: off,
+		reqs:    make(map[uint32]chunk, window),
+		acked:   newPrefixTracker(off, window),
+		end:     math.MaxInt64,
+	}
+}
+
+// sizedReaderAt reports whether src can be read in parallel: an io.ReaderAt and
+// io.Seeker whose size is known (*os.File on a regular file, *bytes.Reader,
+// *io.SectionReader, and wrappers that keep those methods). base is src's position,
+// size what lies after it.
+func sizedReaderAt(src io.Reader) (ra io.ReaderAt, base, size int64, ok bool) {
+	ra, isAt := src.(io.ReaderAt)
+	sk, isSeeker := src.(io.Seeker)
+	if !isAt || !isSeeker {
+		return nil, 0, 0, false
+	}
+	var total int64
+	switch s := src.(type) {
+	case interface{ Size() int64 }:
+		total = s.Size()
+	case interface{ Stat() (fs.FileInfo, error) }:
+		st, err := s.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			return nil, 0, 0, false
+		}
+		total = st.Size()
+	default:
+		return nil, 0, 0, false
+	}
+	base, err := sk.Seek(0, io.SeekCurrent)
+	if err != nil || base < 0 {
+		return nil, 0, 0, false
+	}
+	return ra, base, max(total-base, 0), true
+}
+
+// sizeOf guesses how much a sequential src will yield, to stripe from the first byte
+// when it is large; -1 when unknown (then striping starts once the transfer has gone
+// far enough).
+func sizeOf(src io.Reader) int64 {
+	switch r := src.(type) {
+	case *io.LimitedReader:
+		return r.N
+	case *os.File:
+		if st, err := r.Stat(); err == nil && st.Mode().IsRegular() {
+			if off, err := r.Seek(0, io.SeekCurrent); err == nil {
+				return st.Size() - off
+			}
+		}
+	}
+	return -1
+}
+
+// copyFrom writes everything src yields from the stream's offset until src ends or a
+// WRITE fails. It returns the bytes the server acknowledged from the start offset, all
+// before the first failure; remote failures come back as *fs.PathError, src's bare.
+// A sized io.ReaderAt source is read in parallel and left positioned after what was
+// written.
+func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
+	g, gctx := errgroup.WithContext(ws.f.ctx)
+	ws.ctx, ws.g = gctx, g
+	pctx, halt := context.WithCancel(gctx)
+	ws.halt = halt
+	ra, base, size, parallel := sizedReaderAt(src)
+	if !parallel {
+		size = sizeOf(src)
+	}
+	if size >= stripeMin {
+		ws.stripe()
+	}
+	if parallel {
+		g.Go(func() error { return ws.readAt(pctx, ra, base) })
+	} else {
+		g.Go(func() error { return ws.readSeq(pctx, src) })
+	}
+	ws.startSender(ws.all[0])
+	g.Go(ws.schedule)
+	g.Wait() // every failure is filed by offset in ws; the group's error adds nothing
+	halt()
+	ws.cleanup()
+	// A failed CLOSE of a sibling handle may be the only report of a lost write.
+	if err := ws.finish(); err != nil {
+		ws.fail(ws.start, err)
+	}
+	n := min(ws.acked.prefix, ws.end) - ws.start
+	if parallel {
+		if _, err := src.(io.Seeker).Seek(base+n, io.SeekStart); err != nil && ws.err == nil {
+			ws.srcFail.fail(ws.start+n, err)
+		}
+	}
+	if ws.err != nil {
+		return min(n, ws.errAt-ws.start), ws.f.err("write", ws.err)
+	}
+	return n, ws.srcFail.err
+}
+
+// readSeq is the producer for a plain io.Reader: one chunk after another.
+func (ws *writeStream) readSeq(ctx context.Context, src io.Reader) error {
+	defer close(ws.filled)
+	off := ws.start
+	for {
+		if !ws.acquire(ctx) {
+			return nil
+		}
+		bp := ws.f.c.dataBuf()
+		n, err := io.ReadFull(src, (*bp)[dataOff:dataOff+ws.size])
+		c := filledChunk{off: off, n: n, buf: bp}
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			c.eof = true
+		default:
+			c.err = err
+		}
+		off += int64(n)
+		ws.filled <- c // never blocks: filled has room for every slot
+		if c.eof || c.err != nil {
+			return nil
+		}
+	}
+}
+
+// readAt is the producer for a sized io.ReaderAt: workers claim chunks in offset order
+// and read them in parallel. The first short read marks the end of the source (it may
+// have shrunk or grown since its size was taken: the end is where reading found it).
+func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) error {
+	defer close(ws.filled)
+	var next, end atomic.Int64 // relative to the stream's start
+	end.Store(math.MaxInt64)
+	var workers errgroup.Group
+	for range readAtWorkers {
+		workers.Go(func() error {
+			for {
+				// Slot and buffer first, then the offset: a claimed chunk can always
+				// be read, so the chunk dispatch waits for is never starved of either.
+				if !ws.acquire(ctx) {
+					return nil
+				}
+				rel := next.Add(int64(ws.size)) - int64(ws.size)
+				if rel >= end.Load() {
+					<-ws.bufs
+					<-ws.slots
+					return nil
+				}
+				bp := ws.f.c.dataBuf()
+				n, err := ra.ReadAt((*bp)[dataOff:dataOff+ws.size], base+rel)
+				c := filledChunk{off: ws.start + rel, n: n, buf: bp}
+				switch {
+				case n == ws.size:
+				case err == io.EOF || err == nil: // nil: a ReaderAt that breaks its contract
+					c.eof = true
+					for e := end.Load(); rel+int64(n) < e && !end.CompareAndSwap(e, rel+int64(n)); e = end.Load() {
+					}
+				default:
+					c.err = err
+				}
+				ws.filled <- c
+				if c.eof || c.err != nil {
+					return nil
+				}
+			}
+		})
+	}
+	workers.Wait()
+	return nil
+}
+
+// startSender gives l a queue and the goroutine that writes it.
+func (ws *writeStream) startSender(l *lane) {
+	l.queue = make(chan outgoing, ws.max) // a lane never holds more than the window
+	ws.g.Go(func() error { return ws.sendLane(l) })
+}
+
+// sendLane writes l's WRITEs in the order the scheduler queued them. A request that
+// cannot go out gets its failure posted as its reply, so the scheduler accounts for
+// every request it handed over.
+func (ws *writeStream) sendLane(l *lane) error {
+	for {
+		var o outgoing
+		select {
+		case o = <-l.queue:
+		case <-ws.ctx.Done():
+			return nil
+		}
+		if o.buf == nil { // the queue was closed: the transfer is done
+			return nil
+		}
+		pkt, err := writePacket(*o.buf, o.id, l.handle, o.off, o.n)
+		if err == nil {
+			err = ws.f.send(ws.ctx, l.cn, o.id, pkt, ws.ch)
+		}
+		ws.f.c.dataPool.Put(o.buf)
+		<-ws.bufs
+		if l.unsent.Add(-1) == maxUnsent-1 {
+			select {
+			case ws.kick <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			ws.ch <- response{id: o.id, err: err} // room: one reply per request
+			return err
+		}
+	}
+}
+
+// writePacket puts the header of a WRITE of n bytes at off in front of the data at
+// dataOff in buf and returns the whole packet.
+func writePacket(buf []byte, id uint32, handle string, off int64, n int) ([]byte, error) {
+	hl := sshfx.HeaderLen + 1 + 4 + 4 + len(handle) + 8 + 4 // length, type, id, handle, offset, data length
+	if hl > dataOff {
+		return nil, protoErr("WRITE", "handle of %d bytes is too long", len(handle))
+	}
+	start := dataOff - hl
+	appendWriteHeader(buf[start:start], id, handle, uint64(off), n)
+	return buf[start : dataOff+n], nil
+}
+
+// schedule hands filled chunks to lanes and files replies until the source is done and
+// every WRITE answered, or the transfer is stopped.
+func (ws *writeStream) schedule() error {
+	filledOpen := true
+	for {
+		ws.dispatch()
+		if !filledOpen && len(ws.reqs) == 0 { // then dispatch has sent all it may
+			break
+		}
+		var in <-chan filledChunk
+		if filledOpen {
+			in = ws.filled
+		}
+		select {
+		case c, ok := <-in:
+			if !ok {
+				filledOpen = false
+				continue
+			}
+			ws.take(c)
+		case r := <-ws.ch:
+			if err := ws.ack(r); err != nil {
+				return ws.abort(err)
+			}
+		case l := <-ws.joins:
+			ws.join(l)
+			ws.startSender(l)
+		case <-ws.kick:
+		case <-ws.ctx.Done():
+			return ws.abort(context.Cause(ws.ctx))
+		}
+	}
+	for _, l := range ws.all {
+		if l.queue != nil {
+			close(l.queue)
+		}
+	}
+	return nil
+}
+
+// roomy returns the lane with the fewest WRITEs in flight among those that can take
+// another: under their cap, and not parked on an exhausted window (maxUnsent).
+func (ws *writeStream) roomy() *lane {
+	limit := ws.max
+	if len(ws.all) > 1 {
+		limit = writeLaneCap(ws.size)
+	}
+	var best *lane
+	for _, l := range ws.all {
+		if l.queue == nil || l.out >= limit || l.unsent.Load() >= maxUnsent {
+			continue
+		}
+		if best == nil || l.out < best.out {
+			best = l
+		}
+	}
+	return best
+}
+
+// take files a chunk from the producers until its turn comes, or drops it when it
+// is not wanted. Data read before a failure to read further is still sent.
+func (ws *writeStream) take(c filledChunk) {
+	end := c.off + int64(c.n)
+	if c.eof || c.err != nil {
+		ws.end = min(ws.end, end)
+	}
+	if c.err != nil {
+		ws.srcFail.fail(end, c.err)
+	}
+	if c.n == 0 || c.off >= ws.end || ws.halted {
+		ws.drop(c.buf)
+	} else {
+		ws.ready[c.off] = c
+	}
+	if c.err != nil {
+		ws.halt() // read no further; what came before the failure still goes out
+	}
+}
+
+// dispatch hands the chunks that are ready, in offset order, to lanes with room. In
+// order, because some servers write only sequentially (rclone without a VFS cache
+// refuses a WRITE at any other offset), and ReadAt workers finish out of order.
+func (ws *writeStream) dispatch() {
+	for !ws.halted {
+		c, ok := ws.ready[ws.nextOff]
+		if !ok || c.off >= ws.end {
+			return
+		}
+		l := ws.roomy()
+		if l == nil {
+			return
+		}
+		delete(ws.ready, c.off)
+		ws.nextOff += int64(c.n)
+		id := l.cn.newID()
+		ws.reqs[id] = chunk{off: c.off, n: c.n, lane: l}
+		l.out++
+		l.unsent.Add(1)
+		l.queue <- outgoing{id: id, off: c.off, n: c.n, buf: c.buf}
+		if ws.nextOff-ws.start >= channelWindow {
+			// Size unknown, but more than one window already: on a long link one
+			// channel is now the limit, so it is worth opening more.
+			ws.stripe()
+		}
+	}
+}
+
+func (ws *writeStream) drop(bp *[]byte) {
+	ws.f.c.dataPool.Put(bp)
+	<-ws.bufs
+	<-ws.slots
+}
+
+// acquire takes a window slot and a buffer for the next chunk; false once ctx ends.
+func (ws *writeStream) acquire(ctx context.Context) bool {
+	select {
+	case ws.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case ws.bufs <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		<-ws.slots
+		return false
+	}
+}
+
+// stop ends reading: after a failure nothing further is sent.
+func (ws *writeStream) stop() {
+	ws.halted = true
+	ws.halt()
+}
+
+// ack files one WRITE's reply by offset. It returns an error only when the transfer
+// cannot go on (the lane's channel died, or a WRITE could not be sent).
+func (ws *writeStream) ack(r response) error {
+	req, ok := ws.reqs[r.id]
+	if !ok {
+		r.release()
+		return nil
+	}
+	delete(ws.reqs, r.id)
+	req.lane.out--
+	<-ws.slots
+	if r.err != nil {
+		if !ws.aborting {
+			ws.fail(req.off, r.err)
+		}
+		return r.err
+	}
+	err := expectStatus("WRITE", &r)
+	r.release()
+	if err != nil {
+		var pe *ProtocolError
+		if errors.As(err, &pe) { // check fails the channel: nothing on it counts
+			err = req.lane.cn.check(err)
+			ws.fail(req.off, err)
+			return err
+		}
+		ws.fail(req.off, err)
+		ws.stop() // the server refused a WRITE: let what is in flight finish
+		return nil
+	}
+	ws.acked.done(req.off, req.n)
+	return nil
+}
+
+// abort gives up on every WRITE in flight. Whether they landed is unknown, so the
+// failure is placed at the lowest of them: nothing from there on is reported written.
+func (ws *writeStream) abort(cause error) error {
+	if ws.f.ctx.Err() != nil {
+		cause = errFileClosed
+	}
+	ws.aborting = true
+	ws.stop()
+	// Acknowledgements already delivered still count: collect them first, so n does
+	// not under-report what the server confirmed.
+	for len(ws.reqs) > 0 {
+		select {
+		case r := <-ws.ch:
+			ws.ack(r)
+			continue
+		default:
+		}
+		break
+	}
+	ws.fail(ws.acked.prefix, cause) // nothing is acknowledged past prefix
+	return cause
+}
+
+// cleanup runs once every goroutine of the transfer has ended: it recycles what is
+// still queued and makes the connections drop the replies nobody will collect.
+func (ws *writeStream) cleanup() {
+	for _, l := range ws.all {
+		for l.queue != nil {
+			select {
+			case o, ok := <-l.queue:
+				if ok {
+					delete(ws.reqs, o.id) // never sent
+					ws.f.c.dataPool.Put(o.buf)
+					continue
+				}
+			default:
+			}
+			break
+		}
+		l.unsent.Store(0)
+	}
+	for c := range ws.filled {
+		ws.f.c.dataPool.Put(c.buf)
+	}
+	for off, c := range ws.ready {
+		ws.f.c.dataPool.Put(c.buf)
+		delete(ws.ready, off)
+	}
+	if len(ws.reqs) > 0 {
+		ids := make(map[*lane][]uint32, len(ws.all))
+		for id, req := range ws.reqs {
+			ids[req.lane] = append(ids[req.lane], id)
+		}
+		clear(ws.reqs)
+		ws.forget(ids)
+	}
+}
