@@ -50,7 +50,8 @@ type fileLife struct {
 	done   chan struct{}
 	err    error // nil, errDeadline or context.Canceled
 	closed bool
-	fired  bool // a deadline has passed at some point
+	fired  bool      // a deadline has passed at some point
+	when   time.Time // the deadline set, zero for none
 	timer  *time.Timer
 	gen    uint64 // counts SetDeadline calls, so that a stale timer does nothing
 }
@@ -59,8 +60,15 @@ var _ context.Context = (*fileLife)(nil)
 
 func newFileLife() *fileLife { return &fileLife{done: make(chan struct{})} }
 
-func (l *fileLife) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (l *fileLife) Value(any) any               { return nil }
+// Deadline reports the deadline SetDeadline set, so that a context derived from the
+// File's sees it too.
+func (l *fileLife) Deadline() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.when, !l.when.IsZero()
+}
+
+func (l *fileLife) Value(any) any { return nil }
 
 func (l *fileLife) Done() <-chan struct{} {
 	l.mu.Lock()
@@ -99,6 +107,7 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 		return false
 	}
 	l.gen++
+	l.when = t
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil

@@ -119,3 +119,30 @@ func TestFileDeadlineInThePast(t *testing.T) {
 	require.False(t, errors.Is(err, os.ErrDeadlineExceeded))
 	requireWorks(t, c)
 }
+
+// The File's context reports the deadline SetDeadline set (it used to report none),
+// so a context derived from it keeps it.
+func TestFileDeadlineReported(t *testing.T) {
+	c, srv := newTestServerClient(t, testserver.Options{})
+	require.NoError(t, srv.WriteFile("/f", []byte("data"), 0o644))
+	f, err := c.Open(tsCtx(t), "/f")
+	require.NoError(t, err)
+	defer f.Close()
+
+	_, ok := f.life.Deadline()
+	require.False(t, ok, "no deadline until one is set")
+	when := time.Now().Add(time.Hour)
+	require.NoError(t, f.SetDeadline(when))
+	got, ok := f.life.Deadline()
+	require.True(t, ok)
+	require.True(t, when.Equal(got))
+	derived, cancel := context.WithDeadline(f.life, when.Add(time.Hour))
+	defer cancel()
+	got, ok = derived.Deadline()
+	require.True(t, ok)
+	require.True(t, when.Equal(got), "a derived context keeps the earlier deadline")
+
+	require.NoError(t, f.SetDeadline(time.Time{}))
+	_, ok = f.life.Deadline()
+	require.False(t, ok, "a zero time clears it")
+}

@@ -136,7 +136,7 @@ func (d *Dir) ReadDirContext(ctx context.Context, n int) ([]fs.DirEntry, error) 
 		d.page = d.page[k:]
 		return out, nil
 	}
-	out, err := d.readAll(ctx)
+	out, err := d.readAll(ctx, nil)
 	return out, d.fail(err)
 }
 
@@ -160,8 +160,11 @@ func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // readAll returns every entry that remains, bounded by MaxReadDirEntries and
-// MaxReadDirBytes. Called with mu held.
-func (d *Dir) readAll(ctx context.Context) ([]fs.DirEntry, error) {
+// MaxReadDirBytes. charge, when not nil, is given each page as it comes, before the
+// next is fetched: a caller that bounds what several listings hold together stops
+// the read with its error as soon as the bound is passed, rather than after a whole
+// listing. Called with mu held.
+func (d *Dir) readAll(ctx context.Context, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
 	var out []fs.DirEntry
 	size := 0
 	for {
@@ -169,10 +172,17 @@ func (d *Dir) readAll(ctx context.Context) ([]fs.DirEntry, error) {
 			size += entrySize(e)
 		}
 		out = append(out, d.page...)
+		page := d.page
 		d.page = nil
 		if len(out) > MaxReadDirEntries || size > MaxReadDirBytes {
 			d.err = fmt.Errorf("%w (more than %d entries or %d bytes)", ErrListingTooLarge, MaxReadDirEntries, MaxReadDirBytes)
 			return nil, d.err
+		}
+		if charge != nil && len(page) > 0 {
+			if err := charge(page); err != nil {
+				d.err = err
+				return nil, err
+			}
 		}
 		switch {
 		case d.err == io.EOF:
@@ -272,23 +282,30 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 			yield(nil, pathErr("readdir", name, err))
 			return
 		}
+		// Deferred, so the handle is closed however the loop ends: a break, an
+		// error, or a panic in the loop's body, which unwinds through yield.
+		closed := false
+		defer func() {
+			if !closed {
+				d.close(ctx)
+			}
+		}()
 		for {
 			page, err := d.ReadDirContext(ctx, 1<<10)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				d.close(ctx)
 				yield(nil, err)
 				return
 			}
 			for _, e := range page {
 				if !yield(e, nil) {
-					d.close(ctx)
 					return
 				}
 			}
 		}
+		closed = true
 		if err := d.close(ctx); err != nil {
 			yield(nil, err)
 		}
@@ -301,12 +318,17 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 // matching ErrListingTooLarge): list larger directories with DirEntries or OpenDir.
 // A name that is not one plain name fails the listing (ErrInvalidEntryName).
 func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	return c.readDir(ctx, name, nil)
+}
+
+// readDir is ReadDir with readAll's charge.
+func (c *Client) readDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
 	d, err := c.openDir(ctx, name)
 	if err != nil {
 		return nil, pathErr("readdir", name, err)
 	}
 	d.mu.Lock()
-	entries, err := d.readAll(ctx)
+	entries, err := d.readAll(ctx, charge)
 	d.mu.Unlock()
 	if err != nil {
 		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins

@@ -359,3 +359,18 @@ func TestDirStreamsOnSFTPServer(t *testing.T) {
 		require.ErrorIs(t, err, fs.ErrNotExist)
 	}
 }
+
+// A panic in the body of a range over DirEntries unwinds through the iterator, which
+// must still close the directory handle (it was only closed on the normal paths).
+func TestDirEntriesClosesOnPanic(t *testing.T) {
+	c, srv := newTestServerClient(t, testserver.Options{Listing: synthetic("/d", numbered(10, 5))})
+	ctx := tsCtx(t)
+	func() {
+		defer func() { require.Equal(t, "boom", recover()) }()
+		for range c.DirEntries(ctx, "/d") {
+			panic("boom")
+		}
+	}()
+	require.Zero(t, srv.OpenHandles(), "the directory handle is closed")
+	requireWorks(t, c)
+}

@@ -112,7 +112,19 @@
 // # The server is not trusted
 //
 // Nothing a server sends may crash the client, hang a call past its ctx, or grow memory
-// without bound: replies are length-checked before anything is allocated, a whole
-// listing is capped and a streaming one holds one page, and a directory entry name that
-// could name another file ("a/b", "..", "") is refused wherever listings surface.
+// without bound: replies are length-checked before anything is allocated, and a
+// directory entry name that could name another file ("a/b", "..", "") is refused
+// wherever listings surface. What a call holds from listings is bounded, counted page
+// by page as the server sends them, and a call that passes a bound fails (ErrWalkTooDeep,
+// ErrListingTooLarge) rather than returning less:
+//   - a whole listing (ReadDir): MaxReadDirEntries entries and MaxReadDirBytes of names;
+//     a streaming one (DirEntries, Dir.ReadDir(n > 0)) holds one page;
+//   - WalkDir, Walk and RemoveAll: MaxWalkDepth levels, and MaxWalkHeldEntries entries
+//     and MaxWalkHeldBytes of names and paths on the current path;
+//   - a recursive Get: 64 levels, 1,048,576 entries and 256 MiB of path names for the
+//     whole tree, shared by the listings in flight;
+//   - Glob: MaxGlobMatches matches.
+//
+// These bound memory to a constant multiple of them, which a hostile server can make a
+// call use.
 package sftp

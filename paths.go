@@ -195,38 +195,41 @@ func (c *Client) hasEntries(ctx context.Context, name string) bool {
 }
 
 // RemoveAll removes name and everything it contains, like os.RemoveAll: a missing name
-// is not an error.
+// is not an error. It walks the tree as WalkDir does, without following links, and
+// within WalkDir's bounds: a tree deeper than MaxWalkDepth fails with an error
+// matching ErrWalkTooDeep, and one whose listings on a path hold more than
+// MaxWalkHeldEntries or MaxWalkHeldBytes with one matching ErrListingTooLarge, after
+// removing what it reached.
 func (c *Client) RemoveAll(ctx context.Context, name string) error {
+	return c.removeAll(ctx, name, defaultWalkBound)
+}
+
+func (c *Client) removeAll(ctx context.Context, name string, bound walkBound) error {
 	if name == "" || name == "." || name == "/" {
 		return pathErr("removeall", name, syscall.EINVAL)
 	}
-	fi, err := c.Lstat(ctx, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		err := c.Remove(ctx, name)
-		if errors.Is(err, fs.ErrNotExist) {
+	// Files go as they are met; a directory once its entries are gone (post).
+	remove := func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // removed meanwhile, or never there
+		case err != nil:
+			return err
+		case d.IsDir():
 			return nil
 		}
-		return err
-	}
-	entries, err := c.ReadDir(ctx, name)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	for _, e := range entries {
-		if err := c.RemoveAll(ctx, path.Join(name, e.Name())); err != nil {
+		if err := c.Remove(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		return nil
 	}
-	if err := c.rmdir(ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return pathErr("removeall", name, err)
+	rmdir := func(p string) error {
+		if err := c.rmdir(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return pathErr("removeall", p, err)
+		}
+		return nil
 	}
-	return nil
+	return c.walkDir(ctx, name, remove, rmdir, bound, nil)
 }
 
 // Rename renames oldname to newname, replacing newname where the server allows it

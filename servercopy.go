@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,9 +30,14 @@ const (
 
 // Copy copies the remote file src to the remote file dst inside the server, with the
 // copy-data extension (OpenSSH 9.0 and later, asyncssh): no data crosses the network.
-// dst is created with src's permission bits (before the server's umask) or truncated,
-// as cp does. The copy runs in ranges of 64 MiB, several in flight; ctx bounds every
-// request, and both handles are closed before Copy returns.
+// dst is created with src's permission bits (before the server's umask) where it is
+// missing; where it exists its data is overwritten and its size set to src's once the
+// data is in, so dst never loses data it shares with src: a copy of a file onto
+// itself under another name, a symbolic link to it or a hard link to it (which SFTP
+// v3 cannot tell apart from another file) leaves the file as it was. dst with the
+// same path as src is refused (the error matches fs.ErrInvalid), as cp does. The copy runs in ranges of
+// 64 MiB, several in flight; ctx bounds every request, and both handles are closed
+// before Copy returns.
 //
 // Where the server lacks copy-data the error matches errors.ErrUnsupported and
 // nothing was opened. The fallback is to move the data through the client:
@@ -44,10 +51,27 @@ func (c *Client) Copy(ctx context.Context, src, dst string) error {
 	if !c.hasExt(extCopyData) {
 		return linkErr("copy", src, dst, errUnsupportedExt(extCopyData))
 	}
+	if path.Clean(src) == path.Clean(dst) {
+		return linkErr("copy", src, dst, errCopySame)
+	}
 	return linkErr("copy", src, dst, c.copyData(ctx, src, dst, copyRange))
 }
 
+// errCopySame is Copy's error for a dst that names src by the same path, as cp's.
+// OpenSSH refuses such a pair with a bare FAILURE; this says why, before anything is
+// opened.
+var errCopySame = fmt.Errorf("sftp: the source and the destination are the same file: %w", fs.ErrInvalid)
+
+// errCopySize is a Copy's error when the server does not say how long src is: dst's
+// size could not be set, and it may keep a tail of its old data.
+var errCopySize = errors.New("sftp: the server did not report the source's size, so the copy's size could not be set")
+
 // copyData copies src to dst in ranges of span bytes.
+//
+// dst is not truncated when it is opened: when it is src under another name, that
+// would empty src before the copy reads it. Each range is copied over the old data
+// instead (onto itself, a range is rewritten in place), and dst's size is set from a
+// FSTAT of src after the last range.
 func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (err error) {
 	cn := c.main
 	rh, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
@@ -57,7 +81,10 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 		return err
 	}
 	defer c.closeBoth(ctx, cn, rh, &err)
-	a, err := c.attrsCall(ctx, "FSTAT", func(dst []byte, id uint32) []byte { return appendString1(dst, sshfx.TypeFstat, id, rh) })
+	fstat := func() (sshfx.Attrs, error) {
+		return c.attrsCall(ctx, "FSTAT", func(dst []byte, id uint32) []byte { return appendString1(dst, sshfx.TypeFstat, id, rh) })
+	}
+	a, err := fstat()
 	if err != nil {
 		return err
 	}
@@ -68,7 +95,7 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 	if a.Has(sshfx.AttrPermissions) {
 		perm = fs.FileMode(a.Permissions & 0o777)
 	}
-	pf, _ := openFlags(os.O_WRONLY | os.O_CREATE | os.O_TRUNC)
+	pf, _ := openFlags(os.O_WRONLY | os.O_CREATE)
 	wh, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
 		return appendOpen(nil, id, dst, pf, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)})
 	})
@@ -77,40 +104,71 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 	}
 	defer c.closeBoth(ctx, cn, wh, &err)
 
-	// Whole ranges for the size FSTAT reported, then one "to end of file" (length 0)
-	// so that a file that grew meanwhile is copied whole too.
-	var size uint64
-	if a.Has(sshfx.AttrSize) {
-		size = a.Size
+	if err := c.copyRanges(ctx, cn, rh, wh, a, span); err != nil {
+		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(copyFlight)
-	for off := uint64(0); ; off += span {
-		n := span
-		if size-min(off, size) <= span {
-			n = 0
-		}
-		g.Go(func() error { return c.copyRange(gctx, cn, rh, wh, off, n) })
-		if n == 0 {
-			break
-		}
+	if a, err = fstat(); err != nil {
+		return err
 	}
-	return g.Wait()
-}
-
-// copyRange asks the server to copy n bytes (0: to end of file) at off from rh to wh.
-// A range that meets end of file early ends the copy there: the file shrank.
-func (c *Client) copyRange(ctx context.Context, cn *conn, rh, wh string, off, n uint64) error {
-	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendCopyData(nil, id, rh, off, n, wh, off) })
+	if !a.Has(sshfx.AttrSize) {
+		return errCopySize
+	}
+	r, err := cn.roundTrip(ctx, func(id uint32) []byte {
+		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, wh, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: a.Size})
+	})
 	if err != nil {
 		return err
 	}
 	defer r.release()
+	return cn.check(expectStatus("FSETSTAT", &r))
+}
+
+// copyRanges copies rh to wh: whole ranges of span bytes for the size a (src's FSTAT)
+// reports, then one "to end of file" (length 0) so that a file that grew meanwhile is
+// copied whole too. A range that meets end of file means src is shorter than that:
+// no range is issued after it, so a size the server got wrong (or lied about) costs
+// at most copyFlight requests more than the file's real length.
+func (c *Client) copyRanges(ctx context.Context, cn *conn, rh, wh string, a sshfx.Attrs, span uint64) error {
+	var size uint64
+	if a.Has(sshfx.AttrSize) {
+		size = a.Size
+	}
+	var ended atomic.Bool
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyFlight)
+	for off := uint64(0); !ended.Load() && gctx.Err() == nil; off += span {
+		n := span
+		if size-min(off, size) <= span {
+			n = 0
+		}
+		g.Go(func() error {
+			eof, err := c.copyRange(gctx, cn, rh, wh, off, n)
+			if eof {
+				ended.Store(true)
+			}
+			return err
+		})
+		if n == 0 {
+			break
+		}
+	}
+	return ctxDone(ctx, g.Wait())
+}
+
+// copyRange asks the server to copy n bytes (0: to end of file) at off from rh to wh.
+// eof reports a range that met end of file early: the file is shorter than its size
+// said, and the copy ends there.
+func (c *Client) copyRange(ctx context.Context, cn *conn, rh, wh string, off, n uint64) (eof bool, err error) {
+	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendCopyData(nil, id, rh, off, n, wh, off) })
+	if err != nil {
+		return false, err
+	}
+	defer r.release()
 	err = cn.check(expectStatus(extCopyData, &r))
 	if se := (*StatusError)(nil); errors.As(err, &se) && se.Code == StatusEOF {
-		return nil
+		return true, nil
 	}
-	return err
+	return false, err
 }
 
 // appendCopyData encodes a copy-data request: n bytes (0: to end of file) from rh at

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -198,4 +200,105 @@ func TestUserGroupNamesMalformedReplies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"root", ""}, users)
 	require.Equal(t, []string{"wheel"}, groups)
+}
+
+// TestCopyOntoItself copies a file onto itself under every name SFTP v3 lets a
+// client reach it by: the same name, a symbolic link and a hard link. The source
+// must come out as it went in (it used to be truncated to 0 bytes before the copy
+// read it).
+func TestCopyOntoItself(t *testing.T) {
+	data := randBytes(3<<20+17, 11)
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, c *Client, dir string) string // returns dst
+	}{
+		{"absolute path", func(_ *testing.T, _ *Client, dir string) string { return filepath.Join(dir, "src") }},
+		{"symlink", func(t *testing.T, _ *Client, dir string) string {
+			require.NoError(t, os.Symlink("src", filepath.Join(dir, "alias")))
+			return "alias"
+		}},
+		{"hard link", func(t *testing.T, c *Client, _ string) string {
+			require.NoError(t, c.Link(testCtx(t), "src", "twin"))
+			return "twin"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeLocal(t, filepath.Join(dir, "src"), data, 0o640)
+			c := newServerClient(t, dir)
+			dst := tc.make(t, c, dir)
+			// Small ranges, several in flight, as well as Copy's own.
+			require.NoError(t, c.Copy(testCtx(t), "src", dst))
+			require.Equal(t, data, readLocal(t, filepath.Join(dir, "src")), "the source is unchanged")
+			require.NoError(t, c.copyData(testCtx(t), "src", dst, 256<<10))
+			require.Equal(t, data, readLocal(t, filepath.Join(dir, "src")), "the source is unchanged")
+			requireNoOpenHandles(t, c)
+		})
+	}
+	// The same path is refused (OpenSSH would answer a bare FAILURE), and nothing is
+	// opened, so nothing can be truncated.
+	dir := t.TempDir()
+	writeLocal(t, filepath.Join(dir, "src"), data, 0o640)
+	c := newServerClient(t, dir)
+	err := c.Copy(testCtx(t), "src", "src")
+	require.ErrorIs(t, err, errCopySame)
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.Equal(t, data, readLocal(t, filepath.Join(dir, "src")), "the source is unchanged")
+	requireNoOpenHandles(t, c)
+}
+
+// TestCopyOntoLongerFile: dst is no longer truncated when it is opened, so its size
+// must be set to src's afterwards, or it would keep its old tail.
+func TestCopyOntoLongerFile(t *testing.T) {
+	dir := t.TempDir()
+	data := randBytes(1<<20+5, 12)
+	writeLocal(t, filepath.Join(dir, "src"), data, 0o640)
+	writeLocal(t, filepath.Join(dir, "dst"), randBytes(5<<20, 13), 0o600)
+	c := newServerClient(t, dir)
+	require.NoError(t, c.Copy(testCtx(t), "src", "dst"))
+	require.Equal(t, data, readLocal(t, filepath.Join(dir, "dst")), "dst ends with src's data and size")
+	fi, err := os.Stat(filepath.Join(dir, "dst"))
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), fi.Mode().Perm(), "an existing dst keeps its mode, as with cp")
+	requireNoOpenHandles(t, c)
+}
+
+// TestCopyHugeSourceSize: a server that reports src's size as 2^63 and answers every
+// range with EOF. The copy must stop issuing ranges at the first EOF, not send one
+// per 64 MiB up to 2^63 (2^37 requests, bounded only by ctx).
+func TestCopyHugeSourceSize(t *testing.T) {
+	var fstats, ranges atomic.Int32
+	w := newCloseWatch()
+	c, srv := copyServer(t, w, testserver.Options{
+		Corrupt: func(r testserver.Request, reply []byte) [][]byte {
+			switch {
+			case r.Type == testserver.TypeFstat && fstats.Add(1) == 1:
+				// The first FSTAT, which sizes the ranges: its size becomes 2^63.
+				flags := binary.BigEndian.Uint32(reply[9:])
+				if len(reply) < 21 || reply[4] != testserver.TypeAttrs || flags&1 == 0 {
+					return nil
+				}
+				p := slices.Clone(reply)
+				binary.BigEndian.PutUint64(p[13:], 1<<63)
+				return [][]byte{p}
+			case r.ExtName == extCopyData:
+				ranges.Add(1)
+				pkt := binary.BigEndian.AppendUint32(nil, 1+4+4+4+4)
+				pkt = append(pkt, testserver.TypeStatus)
+				pkt = binary.BigEndian.AppendUint32(pkt, r.ID)
+				pkt = binary.BigEndian.AppendUint32(pkt, uint32(StatusEOF))
+				pkt = binary.BigEndian.AppendUint32(pkt, 0) // message
+				pkt = binary.BigEndian.AppendUint32(pkt, 0) // language
+				return [][]byte{pkt}
+			}
+			return nil
+		},
+	})
+	require.NoError(t, c.Copy(tsCtx(t), "/src", "/dst"))
+	require.LessOrEqual(t, ranges.Load(), int32(copyFlight+1), "no range is issued after one met end of file")
+	require.EqualValues(t, 2, fstats.Load(), "src is sized before and after the ranges")
+	got, err := srv.ReadFile("/dst")
+	require.NoError(t, err)
+	require.Len(t, got, 4, "dst takes src's size from the FSTAT after the copy")
+	require.Zero(t, srv.OpenHandles())
 }

@@ -148,19 +148,23 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 				if err := stop.Err(); err != nil {
 					return pathErr("get", d.src, fmt.Errorf("sftp: %w", err))
 				}
-				es, err := t.c.ReadDir(ctx, d.src)
+				// The shared budget is charged page by page as the listing comes in,
+				// so Parallel listings in flight hold at most a page each past it,
+				// not a whole listing (MaxReadDirBytes) each.
+				es, err := t.c.readDir(ctx, d.src, func(page []fs.DirEntry) error {
+					// What each entry will keep: its name in two paths, built on its
+					// parent's.
+					n := int64(len(d.src)+len(d.dst)+2) * int64(len(page))
+					for _, de := range page {
+						n += 2 * int64(len(de.Name()))
+					}
+					if listed.Add(int64(len(page))) > lim.entries || size.Add(n) > lim.bytes {
+						return fmt.Errorf("%w: more than %d entries or %d bytes of names", errTooBig, lim.entries, lim.bytes)
+					}
+					return nil
+				})
 				if err != nil {
 					return err
-				}
-				// What each entry will keep: its name in two paths, built on its
-				// parent's.
-				n := int64(len(d.src)+len(d.dst)+2) * int64(len(es))
-				for _, de := range es {
-					n += 2 * int64(len(de.Name()))
-				}
-				if listed.Add(int64(len(es))) > lim.entries || size.Add(n) > lim.bytes {
-					return pathErr("get", d.src, fmt.Errorf("%w: more than %d entries or %d bytes of names",
-						errTooBig, lim.entries, lim.bytes))
 				}
 				lists[i] = es
 				return nil

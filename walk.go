@@ -17,12 +17,24 @@ import (
 // entries, and the walk goes on with the directory's siblings.
 const MaxWalkDepth = 1024
 
-// maxWalkHeld bounds the entries a walk holds at once: the listings of the directories
-// on its current path, each kept until its subtrees are walked. A real tree is far
-// below it; a server serving deep trees of huge directories would otherwise make the
-// walk hold MaxReadDirEntries at every level. Past it, fn gets the directory with an
-// error matching ErrListingTooLarge, and the walk goes on with its siblings.
-const maxWalkHeld = 2 * MaxReadDirEntries
+// A walk holds the listings of the directories on its current path, each until its
+// subtrees are walked, and each level's path. MaxWalkHeldEntries and MaxWalkHeldBytes
+// bound what it holds at once, in entries and in bytes of names, paths and extended
+// attributes the server chose. A real tree is far below them; a server serving deep
+// trees of huge directories would otherwise make the walk hold MaxReadDirEntries and
+// MaxReadDirBytes at every level. The bytes are counted page by page as a listing
+// is read, so the walk stops as soon as a bound is passed, not after the listing:
+// fn then gets the directory with an error matching ErrListingTooLarge, and the
+// walk goes on with its siblings.
+const (
+	MaxWalkHeldEntries = 2 * MaxReadDirEntries
+	MaxWalkHeldBytes   = 2 * MaxReadDirBytes
+)
+
+// walkBound is what a walk may hold at once.
+type walkBound struct{ entries, bytes int }
+
+var defaultWalkBound = walkBound{entries: MaxWalkHeldEntries, bytes: MaxWalkHeldBytes}
 
 // ErrWalkTooDeep is what WalkDir and Walk pass to fn for a directory past
 // MaxWalkDepth.
@@ -50,14 +62,16 @@ func WalkFollowSymlinks() WalkOption { return func(o *walkOptions) { o.follow = 
 // that is not a plain name fails that directory's listing), and its error is passed to
 // fn for that directory. Every request is bounded by ctx; once ctx ends, WalkDir
 // returns its error without calling fn again. The walk descends at most MaxWalkDepth
-// levels.
+// levels, and holds at most MaxWalkHeldEntries and MaxWalkHeldBytes at once.
 func (c *Client) WalkDir(ctx context.Context, root string, fn fs.WalkDirFunc, opts ...WalkOption) error {
-	return c.walkDir(ctx, root, fn, maxWalkHeld, opts)
+	return c.walkDir(ctx, root, fn, nil, defaultWalkBound, opts)
 }
 
-// walkDir is WalkDir holding at most maxHeld entries at once.
-func (c *Client) walkDir(ctx context.Context, root string, fn fs.WalkDirFunc, maxHeld int, opts []WalkOption) error {
-	w := &walker{c: c, fn: fn, maxHeld: maxHeld}
+// walkDir is WalkDir holding at most what bound allows at once. post, when not nil,
+// is called for each directory after its entries (RemoveAll's order); an error from
+// it ends the walk.
+func (c *Client) walkDir(ctx context.Context, root string, fn fs.WalkDirFunc, post func(name string) error, bound walkBound, opts []WalkOption) error {
+	w := &walker{c: c, fn: fn, post: post, bound: bound}
 	for _, o := range opts {
 		if o != nil {
 			o(&w.o)
@@ -95,11 +109,12 @@ func (c *Client) Walk(ctx context.Context, root string, fn filepath.WalkFunc, op
 }
 
 type walker struct {
-	c       *Client
-	fn      fs.WalkDirFunc
-	o       walkOptions
-	held    int // entries of the listings on the current path
-	maxHeld int
+	c     *Client
+	fn    fs.WalkDirFunc
+	post  func(name string) error
+	o     walkOptions
+	held  walkBound // what the listings and paths on the current path hold
+	bound walkBound
 }
 
 func (w *walker) lookup(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -125,7 +140,8 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 		}
 		return err
 	}
-	entries, err := w.list(ctx, name, depth)
+	entries, cost, err := w.list(ctx, name, depth)
+	defer w.release(cost)
 	if cerr := walkCtxErr(ctx); cerr != nil {
 		return cerr
 	}
@@ -137,8 +153,17 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 			return err
 		}
 	}
-	w.held += len(entries)
-	defer func() { w.held -= len(entries) }()
+	if err := w.walkEntries(ctx, name, entries, depth, linked); err != nil {
+		return err
+	}
+	if w.post != nil {
+		return w.post(name)
+	}
+	return nil
+}
+
+// walkEntries walks the entries of the directory name, in order.
+func (w *walker) walkEntries(ctx context.Context, name string, entries []fs.DirEntry, depth int, linked []string) error {
 	for _, e := range entries {
 		if err := walkCtxErr(ctx); err != nil {
 			return err
@@ -161,16 +186,43 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 	return nil
 }
 
-func (w *walker) list(ctx context.Context, name string, depth int) ([]fs.DirEntry, error) {
+// list reads the directory name, charging its path and entries to w.held page by
+// page. cost is what it charged and stays held until release: the listing, or on an
+// error only the path.
+func (w *walker) list(ctx context.Context, name string, depth int) (entries []fs.DirEntry, cost walkBound, err error) {
+	cost.bytes = len(name)
+	w.held.bytes += cost.bytes
 	if depth >= MaxWalkDepth {
-		return nil, pathErr("walk", name, ErrWalkTooDeep)
+		return nil, cost, pathErr("walk", name, ErrWalkTooDeep)
 	}
-	entries, err := w.c.ReadDir(ctx, name)
-	if err == nil && w.held+len(entries) > w.maxHeld {
-		err = pathErr("walk", name, fmt.Errorf("%w: the walk would hold more than %d entries", ErrListingTooLarge, w.maxHeld))
-		entries = nil
+	var charged walkBound
+	entries, err = w.c.readDir(ctx, name, func(page []fs.DirEntry) error {
+		n := 0
+		for _, e := range page {
+			n += entrySize(e)
+		}
+		charged.entries += len(page)
+		charged.bytes += n
+		w.held.entries += len(page)
+		w.held.bytes += n
+		if w.held.entries > w.bound.entries || w.held.bytes > w.bound.bytes {
+			return fmt.Errorf("%w: the walk would hold more than %d entries or %d bytes of names", ErrListingTooLarge, w.bound.entries, w.bound.bytes)
+		}
+		return nil
+	})
+	if err != nil {
+		w.release(charged)
+		return nil, cost, err
 	}
-	return entries, err
+	cost.entries += charged.entries
+	cost.bytes += charged.bytes
+	return entries, cost, nil
+}
+
+// release gives back what list charged.
+func (w *walker) release(cost walkBound) {
+	w.held.entries -= cost.entries
+	w.held.bytes -= cost.bytes
 }
 
 // follow resolves a symbolic link entry when links are followed: it returns the entry
@@ -209,18 +261,28 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 // (fs.ErrNotExist, fs.ErrPermission) are passed over: a lost connection, ctx ending
 // or a listing the server got wrong fails the Glob, rather than shortening its result
 // without a word.
+//
+// The result is held in memory, so it is bounded: a pattern matching more than
+// MaxGlobMatches names (a "*/*" over a server's directories of a million entries
+// each could otherwise match a million million) fails with an error matching
+// ErrListingTooLarge. Each directory listed is bounded as ReadDir is.
 func (c *Client) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, err
 	}
-	return c.glob(ctx, pattern, 0)
+	return c.glob(ctx, pattern, 0, MaxGlobMatches)
 }
+
+// MaxGlobMatches is the most names a Glob returns; past it Glob fails with an error
+// matching ErrListingTooLarge.
+const MaxGlobMatches = MaxReadDirEntries
 
 // globMaxDepth bounds the recursion on the pattern's directories; path.Split always
 // shortens a pattern, so only a pattern longer than this could reach it.
 const globMaxDepth = 10000
 
-func (c *Client) glob(ctx context.Context, pattern string, depth int) ([]string, error) {
+// glob matches pattern, failing past maxMatches names.
+func (c *Client) glob(ctx context.Context, pattern string, depth, maxMatches int) ([]string, error) {
 	if depth > globMaxDepth {
 		return nil, path.ErrBadPattern
 	}
@@ -233,18 +295,18 @@ func (c *Client) glob(ctx context.Context, pattern string, depth int) ([]string,
 	dir, file := path.Split(pattern)
 	dir = cleanGlobDir(dir)
 	if !hasMeta(dir) {
-		return c.globDir(ctx, dir, file, nil)
+		return c.globDir(ctx, dir, file, nil, maxMatches)
 	}
 	if dir == pattern {
 		return nil, path.ErrBadPattern
 	}
-	dirs, err := c.glob(ctx, dir, depth+1)
+	dirs, err := c.glob(ctx, dir, depth+1, maxMatches)
 	if err != nil {
 		return nil, err
 	}
 	var matches []string
 	for _, d := range dirs {
-		if matches, err = c.globDir(ctx, d, file, matches); err != nil {
+		if matches, err = c.globDir(ctx, d, file, matches, maxMatches); err != nil {
 			return nil, err
 		}
 	}
@@ -269,8 +331,9 @@ func cleanGlobDir(dir string) string {
 	return dir[:len(dir)-1]
 }
 
-// globDir appends to matches the names in dir that match pattern.
-func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []string) ([]string, error) {
+// globDir appends to matches the names in dir that match pattern, failing once
+// matches would hold more than maxMatches.
+func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []string, maxMatches int) ([]string, error) {
 	fi, err := c.Stat(ctx, dir)
 	if err != nil {
 		return matches, passable(err)
@@ -287,9 +350,13 @@ func (c *Client) globDir(ctx context.Context, dir, pattern string, matches []str
 		if err != nil {
 			return matches, err
 		}
-		if ok {
-			matches = append(matches, joinGlob(dir, e.Name()))
+		if !ok {
+			continue
 		}
+		if len(matches) >= maxMatches {
+			return nil, fmt.Errorf("sftp: glob: %w: the pattern matches more than %d names", ErrListingTooLarge, maxMatches)
+		}
+		matches = append(matches, joinGlob(dir, e.Name()))
 	}
 	return matches, nil
 }

@@ -280,7 +280,7 @@ func TestWalkDirBoundsTheEntriesItHolds(t *testing.T) {
 			dirs++
 		}
 		return nil
-	}, 5000, nil)
+	}, nil, walkBound{entries: 5000, bytes: MaxWalkHeldBytes}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"/w/d/d/d/d/d"}, tooLarge, "five listings of 1000 are held; the sixth is refused")
 	require.Equal(t, 6, dirs)
