@@ -271,7 +271,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 
 // TestStripedGetSiblingCloseNeverAnswered: a server that never answers the CLOSE of a
 // striping lane's handle must not hold a Get past its ctx (issue 8, item 7, on the
-// striped path): the wait for sibling CLOSEs is bounded by the File's life.
+// striped path): the wait for sibling CLOSEs is bounded by the call's ctx.
 func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
 	const size = 12<<20 + 77
 	c, srv := newTestServerClient(t, testserver.Options{Stall: ofType(testserver.TypeClose)},

@@ -28,6 +28,11 @@ type File struct {
 	// copy): each then keeps a share of the window, so memory stays bounded by a few
 	// windows however many files are in flight.
 	share int
+	// callDone, for a File a Get or Put opened, is the Done channel of that call's
+	// ctx: it bounds the waits File.Close alone does not (a striped transfer's sibling
+	// CLOSEs), so a server that never answers cannot hold the call. Nil otherwise: a
+	// File closed by its user waits for those replies, as Close waits for its own.
+	callDone <-chan struct{}
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
 	// so a transfer in another goroutine stops promptly instead of deadlocking. It is

@@ -300,6 +300,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 		return nil, err
 	}
 	f.share = t.share
+	f.callDone = t.ctx.Done()
 	if err := stop.Err(); err != nil {
 		closeWithin(t.ctx, f)
 		return nil, fmt.Errorf("sftp: %w", err)

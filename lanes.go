@@ -145,9 +145,9 @@ func (ls *lanes) finish() error {
 		waiting[id] = l.cn
 	}
 	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's. The wait is bounded by the
-	// File's life (its Close, or the ctx of the Get or Put it serves): a server that
-	// never answers a CLOSE must not hold the call.
+	// turn up here, and must not be taken for a CLOSE's. For a Get or Put the wait is
+	// bounded by its ctx (File.callDone): a server that never answers a CLOSE must not
+	// hold the call. Otherwise the transfer returns with every handle closed.
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
@@ -160,7 +160,7 @@ func (ls *lanes) finish() error {
 		r.release()
 	}
 	for len(waiting) > 0 {
-		select { // replies that are here count even once the File's life has ended
+		select { // replies that are here count even once the call's ctx has ended
 		case r := <-ls.ch:
 			collect(r)
 			continue
@@ -170,7 +170,7 @@ func (ls *lanes) finish() error {
 		case r := <-ls.ch:
 			collect(r)
 			continue
-		case <-ls.f.ctx.Done():
+		case <-ls.f.callDone:
 		}
 		forgetCloses(waiting)
 		break
