@@ -480,11 +480,19 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, once the close is done (see
-	// keepPart). Both are waited for only while the call's ctx lasts; then they finish
-	// in the background, in that order.
-	failed, acked := err != nil, off+n
+	// keepPart).
+	return t.finishPut(ctx, f, part, dst, err, off+n, f.Close)
+}
+
+// finishPut ends an upload to part whose data phase ended with err, acked bytes known
+// to be on the server: closeFile closes f (its error wrapped as File's are), then on any
+// failure the part is cut to acked (keepPart), else it is renamed to dst. The close and
+// the cut are waited for only while the call's ctx lasts; then they finish in the
+// background, in that order.
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
+	failed := err != nil
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
-		cerr := f.Close()
+		cerr := closeFile()
 		if failed || cerr != nil {
 			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
 		}

@@ -338,23 +338,12 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 			err = werr
 		}
 	})
-	_, cerr := waitWithin(t.ctx, f.cn, func() error {
-		cerr := closeReply(context.WithoutCancel(t.ctx), f, cls)
-		if err != nil || cerr != nil {
-			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+	return t.finishPut(ctx, f, part, dst, err, acked, func() error {
+		if cerr := closeReply(context.WithoutCancel(t.ctx), f, cls); cerr != nil {
+			return f.err("close", cerr)
 		}
-		return cerr
+		return nil
 	})
-	if cerr != nil {
-		cerr = f.err("close", cerr)
-	}
-	if err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return stopped(ctx, err)
-	}
-	return t.c.Rename(ctx, part, dst)
 }
 
 // abortPut closes f, the part file of an upload that sent nothing, and removes it.
