@@ -15,18 +15,22 @@ import (
 
 // job is what the harness hands a child process: one transfer by one row.
 type job struct {
-	Row     string        `json:"row"`
-	Addr    string        `json:"addr"` // sshd, or the delay proxy in front of it
-	User    string        `json:"user"`
-	KeyFile string        `json:"key_file"`
-	HostKey string        `json:"host_key"` // authorized_keys format
-	Dir     direction     `json:"dir"`
-	Remote  string        `json:"remote"` // download source or upload destination
-	Local   string        `json:"local"`  // upload source; a tree download's destination
-	Tree    bool          `json:"tree,omitempty"`
-	Size    int64         `json:"size"` // a tree's: all its files' bytes
-	Timeout time.Duration `json:"timeout"`
-	Sluice  sluiceOptions `json:"sluice"`
+	Row     string `json:"row"`
+	Addr    string `json:"addr"` // sshd, or the delay proxy in front of it
+	User    string `json:"user"`
+	KeyFile string `json:"key_file"`
+	HostKey string `json:"host_key"` // authorized_keys format
+	// KnownHosts is a known_hosts file for OpenSSH ssh(1), which the pipe rows run.
+	KnownHosts string        `json:"known_hosts,omitempty"`
+	Dir        direction     `json:"dir"`
+	Remote     string        `json:"remote"` // download source or upload destination
+	Local      string        `json:"local"`  // upload source; a tree download's destination
+	Tree       bool          `json:"tree,omitempty"`
+	Size       int64         `json:"size"` // a tree's: all its files' bytes
+	Timeout    time.Duration `json:"timeout"`
+	Sluice     sluiceOptions `json:"sluice"`
+	// Parallel is the plain-par row's connection count.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -60,12 +64,16 @@ func childMain(spec string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.Timeout)
 	defer cancel()
-	conn, err := dial(&j)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: dial:", err)
-		return 1
+	// A pipe row starts ssh(1) processes of its own and gets no connection.
+	var conn *ssh.Client
+	if !r.pipe {
+		var err error
+		if conn, err = dial(&j); err != nil {
+			fmt.Fprintln(os.Stderr, "child: dial:", err)
+			return 1
+		}
+		defer conn.Close()
 	}
-	defer conn.Close()
 	start := time.Now()
 	n, err := r.childFunc(&j)(ctx, conn, &j)
 	elapsed := time.Since(start)
