@@ -19,9 +19,9 @@ import (
 // defaultPlainPar is -plain-par's default: the 16 connections issue 11's target names.
 const defaultPlainPar = 16
 
-// maxDialsAtOnce keeps the handshakes in flight below sshd's MaxStartups (the harness
-// raises it, but a stock server drops connections above 10 unauthenticated ones).
-const maxDialsAtOnce = 8
+// maxDialsAtOnce keeps the handshakes in flight below the MaxStartups of the harness's
+// sshd (100; a stock server starts dropping above 10 unauthenticated connections).
+const maxDialsAtOnce = 64
 
 func init() {
 	register(&row{id: "plain-par", title: "parallel plain channels (`dd`)", order: 15,
