@@ -33,7 +33,7 @@ func TestSmoke(t *testing.T) {
 	if err := sshdtest.SSHDUsable(); err != nil {
 		t.Skip(err)
 	}
-	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms",
+	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms", "-plain-par", "3",
 		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir(), "-v"})
 	require.NoError(t, err)
 	var out, progress strings.Builder

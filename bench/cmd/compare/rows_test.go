@@ -19,6 +19,14 @@ func TestRowFamily(t *testing.T) {
 		_, ok := f.member(id)
 		require.False(t, ok, id)
 	}
+	saved := families
+	t.Cleanup(func() { families = saved })
+	registerFamily(rowFamily{prefix: "zz-test-", max: 4, make: func(n int) *row { return &row{id: "zz-test-", order: n} }})
+	require.Equal(t, 3, findRow("zz-test-3").order, "the child rebuilds a family row from its id")
+	require.Nil(t, findRow("zz-test-5"))
+	require.NotNil(t, findFamily("zz-test-"))
+	require.Nil(t, findFamily("zz-none-"))
+
 	if findFamily(sluiceFixedPrefix) == nil {
 		t.Skip("a -tags nosluice build has no fixed-channel rows")
 	}
@@ -41,7 +49,7 @@ func TestParseFlagsLanes(t *testing.T) {
 		}
 		return strings.Join(s, ",")
 	}
-	cfg, err := parseFlags([]string{"-size", "256MiB,1GiB,256MiB", "-rows", "openssh,sluice,plain-par", "-plain-par", "8",
+	cfg, err := parseFlags([]string{"-size", "256MiB,1GiB,256MiB", "-rows", "openssh,plain,plain-par", "-plain-par", "8",
 		"-table-budget", "2m", "-summary", "-max-sessions", "40", "-rtt", "0,100ms"})
 	require.NoError(t, err)
 	require.Equal(t, []int64{256 << 20, 1 << 30}, cfg.sizesFor(0), "a list of sizes, each once, in the order given")
@@ -51,7 +59,7 @@ func TestParseFlagsLanes(t *testing.T) {
 	require.Equal(t, 2*time.Minute, cfg.tableBudget)
 	require.True(t, cfg.summary)
 	require.Equal(t, 40, cfg.maxSessions)
-	require.Equal(t, "plain-par,openssh,sluice", ids(cfg.rows), "rows keep the tables' order")
+	require.Equal(t, "plain,plain-par,openssh", ids(cfg.rows), "rows keep the tables' order")
 
 	cfg, err = parseFlags(nil)
 	require.NoError(t, err)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# readme-table.sh runs the comparison behind the README's speed table: sftp(1), sluice
+# default and 16 parallel plain `dd` connections at RTT 0, 10, 50 and 100 ms, 256 MiB and
+# 1 GiB each way, and the small-file tree, then prints every table and, last, the one
+# summary table to paste into the README ("### Summary").
+#
+# Rounds: up to 3 per table, but no round starts once a table has taken 2 minutes, so the
+# long tables get fewer: on an idle 2-core machine 1 GiB at 50 ms and the 50 ms tree get
+# 2 rounds, 1 GiB and the tree at 100 ms get 1, everything else 3. Estimated total about
+# 20-25 minutes idle (RTT 0 ~1.5, 10 ms ~3, 50 ms ~7.5, 100 ms ~8 min, plus setup);
+# -deadline 32m bounds it: no transfer starts after 32 minutes and one in flight is
+# killed at -timeout 3m, so it ends by about 35 minutes whatever the machine's load,
+# printing the tables done so far and the summary of them.
+#
+# Extra arguments go to cmd/compare and override these (the last value of a flag wins):
+#   scripts/readme-table.sh -v                 # one line per transfer on stderr
+#   scripts/readme-table.sh -rtt 50ms,100ms    # fewer RTTs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec go run ./cmd/compare \
+	-rtt 0,10ms,50ms,100ms -size 256MiB,1GiB -case file,tree \
+	-rows openssh,sluice,plain-par -plain-par 16 \
+	-rounds 3 -table-budget 2m -timeout 3m -deadline 32m -summary "$@"
