@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func childMain(spec string) int {
 	var conn *ssh.Client
 	if !r.pipe {
 		var err error
-		if conn, err = dial(&j); err != nil {
+		if conn, err = dial(ctx, &j); err != nil {
 			fmt.Fprintln(os.Stderr, "child: dial:", err)
 			return 1
 		}
@@ -92,8 +93,9 @@ func childMain(spec string) int {
 }
 
 // dial opens the child's SSH connection: key login, pinned host key, and the one cipher
-// every row uses.
-func dial(j *job) (*ssh.Client, error) {
+// every row uses. It gives up when ctx is done, the handshake included, as
+// sluice.WithDialer asks of a dial function.
+func dial(ctx context.Context, j *job) (*ssh.Client, error) {
 	keyPEM, err := os.ReadFile(j.KeyFile)
 	if err != nil {
 		return nil, err
@@ -114,5 +116,23 @@ func dial(j *job) (*ssh.Client, error) {
 		Timeout:           30 * time.Second,
 	}
 	cfg.Ciphers = []string{sshdtest.CipherAES128GCM}
-	return ssh.Dial("tcp", j.Addr, cfg)
+	d := net.Dialer{Timeout: cfg.Timeout}
+	nc, err := d.DialContext(ctx, "tcp", j.Addr)
+	if err != nil {
+		return nil, err
+	}
+	// The handshake reads and writes nc; closing it when ctx ends makes it return.
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(nc, j.Addr, cfg)
+	if !stop() {
+		if err == nil {
+			_ = c.Close()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
 }

@@ -128,7 +128,7 @@ func dialMore(ctx context.Context, j *job, conns []*ssh.Client) error {
 				return
 			}
 			defer func() { <-sem }()
-			conns[i], errs[i] = dial(j)
+			conns[i], errs[i] = dial(ctx, j)
 		})
 	}
 	wg.Wait()

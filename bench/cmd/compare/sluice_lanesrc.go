@@ -1,7 +1,7 @@
 //go:build pipeopener && !nosluice
 
-// The pipe opener row needs sftp.WithPipeOpener, which is not on main yet: build with
-// -tags pipeopener until it is.
+// Rows for lanes from more than one source, which need sluice.WithPipeOpener and
+// sluice.WithDialer: build with -tags pipeopener until both are on main.
 
 package main
 
@@ -19,5 +19,11 @@ func init() {
 			return sluicePipeTransfer(ctx, j, func(p *sshPipes) []sluice.Option {
 				return []sluice.Option{sluice.WithPipeOpener(p.open)}
 			})
+		}})
+	register(&row{id: "sluice-dialer", title: "sluice WithDialer", order: 55, sftp: true,
+		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
+			return sluiceTransfer(ctx, conn, j, sluice.WithDialer(func(ctx context.Context) (*ssh.Client, error) {
+				return dial(ctx, j)
+			}))
 		}})
 }
