@@ -98,8 +98,10 @@ func TestSmokeLanes(t *testing.T) {
 		t.Skip("OpenSSH ssh(1) not installed: no pipe rows")
 	}
 	rows := "openssh,sluice,plain-par," + pipeRowID
-	if findRow(pipeOpenerRowID) != nil {
-		rows += "," + pipeOpenerRowID
+	for _, id := range []string{pipeOpenerRowID, "sluice-dialer"} { // with -tags pipeopener
+		if findRow(id) != nil {
+			rows += "," + id
+		}
 	}
 	cfg, err := parseFlags([]string{"-size", "3MiB,5MiB", "-rounds", "1", "-rtt", "0,4ms", "-case", "file,pipe,tree",
 		"-tree-files", "10", "-rows", rows, "-plain-par", "3", "-sluice-fixed", "2", "-summary",
