@@ -100,7 +100,8 @@ func Fsync() TransferOption {
 
 // Parallel sets how many files a tree transfer keeps in flight, and how many
 // directories it lists or creates at once. By default 16 files are in flight, and up
-// to 128 when they are small (one READ or WRITE each); Parallel(n) sets both to n.
+// to 512 when they are small (one READ or WRITE each), as long as those hold no more
+// than 32 MiB together; Parallel(n) sets both counts to n.
 // Files in flight each hold a remote handle; the value is lowered to fit the server's
 // limit on open handles when it publishes one. A tree of small files is bound by round
 // trips, not bandwidth, so it gains from many in flight; large files gain less, each
@@ -239,18 +240,22 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return err
 	}
 	dst := remote
+	if fi.IsDir() {
+		if !t.o.recursive {
+			return pathErr("put", local, errNeedRecursive)
+		}
+		var root remoteRoot
+		if dst, root, err = t.lookRemoteRoot(ctx, remote, filepath.Base(local)); err != nil {
+			return err
+		}
+		return t.putTree(ctx, local, dst, fi, root)
+	}
 	rfi, err := c.Stat(ctx, remote)
 	switch {
 	case err == nil && rfi.IsDir():
 		dst = path.Join(remote, filepath.Base(local))
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
-	}
-	if fi.IsDir() {
-		if !t.o.recursive {
-			return pathErr("put", local, errNeedRecursive)
-		}
-		return t.putTree(ctx, local, dst, fi)
 	}
 	if !fi.Mode().IsRegular() {
 		return pathErr("put", local, errNotRegular)
