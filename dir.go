@@ -496,6 +496,12 @@ func (c *Client) listDir(ctx context.Context, name string, charge func(page []fs
 	if err != nil {
 		return nil, cs, pathErr("readdir", name, err)
 	}
+	return d.listAll(ctx, charge)
+}
+
+// listAll is listDir on a Dir already open, which it closes.
+func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
+	name := d.name
 	d.mu.Lock()
 	entries, err = d.readAll(ctx, charge)
 	d.mu.Unlock()

@@ -153,6 +153,15 @@ func waitCloses(ctx context.Context, closes []closeSent) error {
 // before it returns, by which time their replies are in.
 func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo, closes *[]closeSent) (*treePlan, error) {
 	lim := t.o.limits
+	// The root, when Get opened it with its Stat: the first level lists it, and it is
+	// closed here if the walk stops before.
+	pre := t.rootDir
+	t.rootDir = nil
+	defer func() {
+		if pre != nil {
+			pre.close(ctx)
+		}
+	}()
 	var listed, size atomic.Int64 // entries and bytes taken in so far
 	pl := &treePlan{}
 	level := []treeEntry{{src: src, dst: dst, info: root}}
@@ -175,7 +184,13 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 				// The shared budget is charged page by page as the listing comes in,
 				// so Parallel listings in flight hold at most a page each past it,
 				// not a whole listing (MaxReadDirBytes) each.
-				es, cs, err := t.c.listDir(ctx, d.src, func(page []fs.DirEntry) error {
+				list := t.c.listDir
+				if depth == 0 && pre != nil {
+					list = func(ctx context.Context, _ string, charge func([]fs.DirEntry) error) ([]fs.DirEntry, closeSent, error) {
+						return pre.listAll(ctx, charge)
+					}
+				}
+				es, cs, err := list(ctx, d.src, func(page []fs.DirEntry) error {
 					// What each entry will keep: its name in two paths, built on its
 					// parent's.
 					n := int64(len(d.src)+len(d.dst)+2) * int64(len(page))
