@@ -136,7 +136,20 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, mustBeDir bool) (bool, error) {
 	octx, cancel := a.opCtx(ctx)
 	defer cancel()
+	// The parent is asked about at the same time, in case dst is missing: one round
+	// trip rather than two.
+	parent := path.Dir(dst)
+	var (
+		pfi  fs.FileInfo
+		perr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		pfi, perr = c.Stat(octx, parent)
+	}()
 	fi, err := c.Stat(octx, dst)
+	<-done
 	switch {
 	case err == nil && fi.IsDir():
 		return true, nil
@@ -149,12 +162,10 @@ func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, m
 	case mustBeDir:
 		return false, fmt.Errorf("no such directory: %s", strings.TrimSuffix(dst, "/"))
 	}
-	parent := path.Dir(dst)
-	pfi, err := c.Stat(octx, parent)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(perr, fs.ErrNotExist):
 		return false, fmt.Errorf("no such directory: %s", parent)
-	case err == nil && !pfi.IsDir():
+	case perr == nil && !pfi.IsDir():
 		return false, fmt.Errorf("not a directory: %s", parent)
 	}
 	return false, nil
