@@ -16,10 +16,10 @@ import (
 
 // Directory listings. Every listing of this package goes through one reader, Dir:
 // ReadDir, the io/fs views, Walk, WalkDir, Glob, RemoveAll and recursive Get all read
-// their directories with it. A Dir fetches one READDIR page at a time, so its memory is
-// one page (at most one reply, 256 KiB on OpenSSH) however large the directory is.
-// What a listing holds in memory at once is bounded where the whole listing is kept:
-// see MaxReadDirEntries.
+// their directories with it. A Dir read in pages fetches one READDIR page at a time, so
+// its memory is one page (at most one reply, 256 KiB on OpenSSH) however large the
+// directory is; a whole listing has up to readAhead in flight. What a listing holds in
+// memory at once is bounded where the whole listing is kept: see MaxReadDirEntries.
 
 const (
 	// MaxReadDirEntries is the most entries a whole-directory listing holds: ReadDir,
