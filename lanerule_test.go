@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,8 +19,9 @@ func TestFirstLanes(t *testing.T) {
 		{0, 16, 2}, // striping itself starts only from 2 ms (Client.stripes)
 		{2 * time.Millisecond, 1, 1},
 		{10 * time.Millisecond, 16, 2},
-		{50 * time.Millisecond, 16, 7},
-		{100 * time.Millisecond, 16, 13},
+		{50 * time.Millisecond, 16, 10},
+		{100 * time.Millisecond, 16, 16},
+		{100 * time.Millisecond, 32, 20},
 		{100 * time.Millisecond, 4, 4},
 		{time.Second, 16, 16},
 	} {
@@ -37,7 +39,7 @@ func TestNextLanes(t *testing.T) {
 		want    int
 		settled bool
 	}{
-		{"nothing measured yet: what the round trip suggests", 50 * ms, 16, nil, 7, false},
+		{"nothing measured yet: what the round trip suggests", 50 * ms, 16, nil, 10, false},
 		// The figures of a 1 GiB download on the 2-core machine at 10 ms: 2 lanes 253
 		// MiB/s, 4 lanes 330, 8 lanes 321.
 		{"10ms: 2 lanes at 63% of their windows: double", 10 * ms, 16,
@@ -74,4 +76,63 @@ func TestNextLanes(t *testing.T) {
 func pinLanes(c *Client, n int) {
 	c.laneMemory.down.Store(int32(n)<<1 | 1)
 	c.laneMemory.up.Store(int32(n)<<1 | 1)
+}
+
+// laneCtl feeds the rule from a running transfer; here its clock is stepped by hand.
+func TestLaneCtl(t *testing.T) {
+	const rtt = 10 * time.Millisecond
+	var mem atomic.Int32
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	// moveAt completes bytes at rate (MiB/s) over one sample with have lanes, after
+	// the round trip in which the lanes of a round fill their windows.
+	moveAt := func(lc *laneCtl, rate float64, have int) int {
+		now = now.Add(rtt)
+		require.Zero(t, lc.moved(0, have), "a sample ended before it began")
+		now = now.Add(measureFor(rtt))
+		return lc.moved(int(rate*measureFor(rtt).Seconds()*mib), have)
+	}
+
+	lc := &laneCtl{clock: clock}
+	require.Equal(t, 2, lc.start(rtt, 16, &mem))
+	now = now.Add(time.Second)
+	require.Zero(t, lc.moved(64*mib, 1), "bytes counted while lanes were being opened")
+	lc.roundDone(2)
+	now = now.Add(rtt / 2)
+	require.Zero(t, lc.moved(64*mib, 2), "bytes counted while the new lanes filled")
+	now = now.Add(-rtt / 2)
+
+	require.Equal(t, 4, moveAt(lc, 253, 2), "2 lanes near their windows")
+	require.Equal(t, int32(4<<1), mem.Load(), "an unsettled count is remembered as such")
+	lc.roundDone(4)
+	require.Zero(t, moveAt(lc, 330, 4))
+	require.Equal(t, 4, lc.target)
+	require.Equal(t, int32(4<<1|1), mem.Load(), "the settled count")
+
+	// The next transfer starts where this one settled, and measures no more.
+	next := &laneCtl{clock: clock}
+	require.Equal(t, 4, next.start(rtt, 16, &mem))
+	next.roundDone(4)
+	require.Zero(t, moveAt(next, 100, 4))
+	require.False(t, next.on)
+	require.Equal(t, int32(4<<1|1), mem.Load())
+
+	// A doubling that did not pay goes back; fewer lanes than asked for is the ceiling.
+	mem.Store(0)
+	lc = &laneCtl{clock: clock}
+	require.Equal(t, 4, lc.start(20*time.Millisecond, 8, &mem))
+	lc.rtt = rtt // the samples below are for 10 ms
+	lc.roundDone(4)
+	require.Equal(t, 8, moveAt(lc, 420, 4))
+	lc.roundDone(8)
+	require.Zero(t, moveAt(lc, 410, 8))
+	require.Equal(t, 4, lc.target, "lanes after a doubling that did not pay")
+	require.Equal(t, int32(4<<1|1), mem.Load())
+
+	mem.Store(0)
+	lc = &laneCtl{clock: clock}
+	require.Equal(t, 8, lc.start(40*time.Millisecond, 16, &mem))
+	lc.roundDone(5) // the server allowed no more sessions
+	require.Equal(t, 5, lc.ceiling)
+	require.Equal(t, 5, lc.target)
 }
