@@ -341,7 +341,8 @@ func (ws *writeStream) schedule() error {
 	filledOpen := true
 	for {
 		ws.dispatch()
-		if !filledOpen && len(ws.reqs) == 0 && len(ws.resend) == 0 { // then dispatch has sent all it may
+		// Then dispatch has sent all it may (after a refused WRITE, nothing more).
+		if !filledOpen && len(ws.reqs) == 0 && (len(ws.resend) == 0 || ws.halted) {
 			break
 		}
 		var in <-chan filledChunk
@@ -381,7 +382,7 @@ func (ws *writeStream) schedule() error {
 // another: under their cap, and not parked on an exhausted window (maxUnsent).
 func (ws *writeStream) roomy() *lane {
 	limit := ws.max
-	if len(ws.all) > 1 {
+	if ws.active > 1 {
 		limit = writeLaneCap(ws.size)
 	}
 	var best *lane
