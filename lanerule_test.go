@@ -44,16 +44,21 @@ func TestNextLanes(t *testing.T) {
 		// MiB/s, 4 lanes 330, 8 lanes 321.
 		{"10ms: 2 lanes at 63% of their windows: double", 10 * ms, 16,
 			[]laneSample{{2, 253 * mib}}, 4, false},
-		{"10ms: 4 lanes 30% faster but at 41% of their windows: the CPU limits", 10 * ms, 16,
-			[]laneSample{{2, 253 * mib}, {4, 330 * mib}}, 4, true},
+		{"10ms: 4 lanes 30% faster: double", 10 * ms, 16,
+			[]laneSample{{2, 253 * mib}, {4, 330 * mib}}, 8, false},
 		{"10ms: 8 lanes no faster than 4: back to 4", 10 * ms, 16,
-			[]laneSample{{4, 420 * mib}, {8, 410 * mib}}, 4, true},
+			[]laneSample{{2, 253 * mib}, {4, 330 * mib}, {8, 321 * mib}}, 4, true},
+		// A busy machine at 10 ms: 2 lanes 74 MiB/s, 4 lanes 107, 8 lanes 116.
+		{"busy 10ms: 2 lanes far from their windows, yet not surely limited elsewhere", 10 * ms, 16,
+			[]laneSample{{2, 74 * mib}}, 4, false},
+		{"busy 10ms: 4 lanes at 13% of their windows: settle", 10 * ms, 16,
+			[]laneSample{{2, 74 * mib}, {4, 107 * mib}}, 4, true},
 		{"a doubling that adds under 10% goes back too", 10 * ms, 16,
 			[]laneSample{{4, 420 * mib}, {8, 450 * mib}}, 4, true},
 		{"50ms: 7 lanes near their windows: double", 50 * ms, 16,
 			[]laneSample{{7, 180 * mib}}, 14, false},
-		{"50ms: 14 lanes paid, now far from the windows", 50 * ms, 16,
-			[]laneSample{{7, 180 * mib}, {14, 240 * mib}}, 14, true},
+		{"50ms: 14 lanes paid: on to the ceiling", 50 * ms, 16,
+			[]laneSample{{7, 180 * mib}, {14, 240 * mib}}, 16, false},
 		{"the ceiling caps a doubling", 100 * ms, 16,
 			[]laneSample{{13, 200 * mib}}, 16, false},
 		{"at the ceiling", 100 * ms, 16,
@@ -62,6 +67,8 @@ func TestNextLanes(t *testing.T) {
 			[]laneSample{{4, 60 * mib}, {4, 61 * mib}}, 4, true},
 		{"a slow consumer: far below the windows from the start", 50 * ms, 16,
 			[]laneSample{{7, 20 * mib}}, 7, true},
+		{"a slow consumer at 10 ms", 10 * ms, 16,
+			[]laneSample{{2, 30 * mib}}, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, settled := nextLanes(tc.rtt, tc.ceiling, tc.tried)
@@ -105,8 +112,10 @@ func TestLaneCtl(t *testing.T) {
 	require.Equal(t, 4, moveAt(lc, 253, 2), "2 lanes near their windows")
 	require.Equal(t, int32(4<<1), mem.Load(), "an unsettled count is remembered as such")
 	lc.roundDone(4)
-	require.Zero(t, moveAt(lc, 330, 4))
-	require.Equal(t, 4, lc.target)
+	require.Equal(t, 8, moveAt(lc, 330, 4), "4 lanes 30% faster than 2")
+	lc.roundDone(8)
+	require.Zero(t, moveAt(lc, 321, 8))
+	require.Equal(t, 4, lc.target, "8 lanes were no faster than 4")
 	require.Equal(t, int32(4<<1|1), mem.Load(), "the settled count")
 
 	// The next transfer starts where this one settled, and measures no more.
