@@ -527,13 +527,16 @@ func failLane(c *Client, i int) error {
 	})
 }
 
-// channelKiller breaks the k-th channel a Client opens (1: the main one) on its n-th
-// packet written (INIT and OPEN count): that Write fails, as on a connection that
-// died, with the channel's other requests in flight.
+// channelKiller breaks the k-th channel a Client opens (1: the main one) on the n-th
+// packet written to it once armed: that Write fails, as on a connection that died,
+// with the channel's other requests in flight. Arming it once the lanes are in (from
+// the transfer's trip) makes sure the lane dies mid-transfer, not before the test
+// has seen it open.
 type channelKiller struct {
 	k, n   int
 	mu     sync.Mutex
 	opened int
+	armed  atomic.Bool
 	killed atomic.Bool
 }
 
@@ -545,18 +548,21 @@ func (ck *channelKiller) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.Writ
 	if i != ck.k {
 		return r, w
 	}
-	return r, &laneKiller{WriteCloser: w, left: ck.n, killed: &ck.killed}
+	return r, &laneKiller{WriteCloser: w, ck: ck, left: ck.n}
 }
 
 type laneKiller struct {
 	io.WriteCloser
-	left   int // the conn writes one packet per Write, one at a time
-	killed *atomic.Bool
+	ck   *channelKiller
+	left int // the conn writes one packet per Write, one at a time
 }
 
 func (kw *laneKiller) Write(p []byte) (int, error) {
+	if !kw.ck.armed.Load() {
+		return kw.WriteCloser.Write(p)
+	}
 	if kw.left--; kw.left <= 0 {
-		kw.killed.Store(true)
+		kw.ck.killed.Store(true)
 		return 0, errors.New("channel killed by the test")
 	}
 	return kw.WriteCloser.Write(p)
@@ -564,7 +570,7 @@ func (kw *laneKiller) Write(p []byte) (int, error) {
 
 // A sibling lane that dies mid-transfer costs the transfer nothing: what it owed goes
 // out again on the lanes left. Its channel is the second the Client opens, and dies on
-// its eighth packet (INIT, OPEN, then six READs or WRITEs), with requests in flight.
+// its fourth READ or WRITE once all lanes are working, with requests in flight.
 func TestStripeSiblingDies(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	data := randBytes(stripeSize, 6)
@@ -573,9 +579,13 @@ func TestStripeSiblingDies(t *testing.T) {
 	t.Run("download", func(t *testing.T) {
 		ignore := goleak.IgnoreCurrent()
 		name := e.file(t, "down", data)
-		ck := &channelKiller{k: 2, n: 8}
+		ck := &channelKiller{k: 2, n: 4}
 		c, closeClient := e.client(t, "", WithChannels(4), withStreamWrap(ck.wrap))
-		f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
+		f, got, err := download(t, c, name, 1, func() error {
+			err := e.awaitLanes(c, name, 4)
+			ck.armed.Store(true)
+			return err
+		})
 		require.NoError(t, err)
 		require.True(t, ck.killed.Load(), "the sibling was not killed")
 		requireSameBytes(t, data, got)
@@ -601,13 +611,17 @@ func TestStripeSiblingDies(t *testing.T) {
 		t.Run(fmt.Sprintf("upload/sized=%v", sized), func(t *testing.T) {
 			ignore := goleak.IgnoreCurrent()
 			name := e.file(t, fmt.Sprintf("up-%v", sized), nil)
-			ck := &channelKiller{k: 2, n: 8}
+			ck := &channelKiller{k: 2, n: 4}
 			c, closeClient := e.client(t, "", WithChannels(4), withStreamWrap(ck.wrap))
 			at := int64(1 << 20)
 			if !sized {
 				at = stripeMin + 1<<20
 			}
-			f, n, err := upload(t, c, name, data, sized, at, func() error { return e.awaitLanes(c, name, 4) })
+			f, n, err := upload(t, c, name, data, sized, at, func() error {
+				err := e.awaitLanes(c, name, 4)
+				ck.armed.Store(true)
+				return err
+			})
 			require.NoError(t, err)
 			require.True(t, ck.killed.Load(), "the sibling was not killed")
 			require.Equal(t, int64(stripeSize), n)
