@@ -18,10 +18,12 @@ func TestFirstLanes(t *testing.T) {
 	}{
 		{0, 16, 2}, // striping itself starts only from 2 ms (Client.stripes)
 		{2 * time.Millisecond, 1, 1},
-		{10 * time.Millisecond, 16, 2},
-		{50 * time.Millisecond, 16, 10},
+		{4 * time.Millisecond, 16, 2},
+		{10 * time.Millisecond, 16, 4},
+		{50 * time.Millisecond, 16, 16},
+		{50 * time.Millisecond, 32, 20},
 		{100 * time.Millisecond, 16, 16},
-		{100 * time.Millisecond, 32, 20},
+		{100 * time.Millisecond, 64, 40},
 		{100 * time.Millisecond, 4, 4},
 		{time.Second, 16, 16},
 	} {
@@ -39,7 +41,7 @@ func TestNextLanes(t *testing.T) {
 		want    int
 		settled bool
 	}{
-		{"nothing measured yet: what the round trip suggests", 50 * ms, 16, nil, 10, false},
+		{"nothing measured yet: what the round trip suggests", 10 * ms, 16, nil, 4, false},
 		// The figures of a 1 GiB download on the 2-core machine at 10 ms: 2 lanes 253
 		// MiB/s, 4 lanes 330, 8 lanes 321.
 		{"10ms: 2 lanes at 63% of their windows: double", 10 * ms, 16,
@@ -101,7 +103,8 @@ func TestLaneCtl(t *testing.T) {
 	}
 
 	lc := &laneCtl{clock: clock}
-	require.Equal(t, 2, lc.start(rtt, 16, &mem))
+	require.Equal(t, 2, lc.start(5*time.Millisecond, 16, &mem))
+	lc.rtt = rtt // the samples below are for 10 ms
 	now = now.Add(time.Second)
 	require.Zero(t, lc.moved(64*mib, 1), "bytes counted while lanes were being opened")
 	lc.roundDone(2)
@@ -129,8 +132,7 @@ func TestLaneCtl(t *testing.T) {
 	// A doubling that did not pay goes back; fewer lanes than asked for is the ceiling.
 	mem.Store(0)
 	lc = &laneCtl{clock: clock}
-	require.Equal(t, 4, lc.start(20*time.Millisecond, 8, &mem))
-	lc.rtt = rtt // the samples below are for 10 ms
+	require.Equal(t, 4, lc.start(rtt, 8, &mem))
 	lc.roundDone(4)
 	require.Equal(t, 8, moveAt(lc, 420, 4))
 	lc.roundDone(8)
@@ -140,7 +142,7 @@ func TestLaneCtl(t *testing.T) {
 
 	mem.Store(0)
 	lc = &laneCtl{clock: clock}
-	require.Equal(t, 8, lc.start(40*time.Millisecond, 16, &mem))
+	require.Equal(t, 16, lc.start(40*time.Millisecond, 16, &mem))
 	lc.roundDone(5) // the server allowed no more sessions
 	require.Equal(t, 5, lc.ceiling)
 	require.Equal(t, 5, lc.target)
