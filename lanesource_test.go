@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,4 +275,233 @@ func TestCloseDuringDialRampUp(t *testing.T) {
 			goleak.VerifyNone(t, ignore)
 		})
 	}
+}
+
+// pipeServers starts sftp-server processes over pipes for a pipe Client and its
+// WithPipeOpener, each logging the handles it closes, and reaps them at cleanup.
+type pipeServers struct {
+	t    *testing.T
+	dir  string
+	logs string // where their logs go
+
+	mu      sync.Mutex
+	started int // servers being started or running: names their logs
+	procs   []*pipeServer
+}
+
+type pipeServer struct {
+	cmd    *exec.Cmd
+	log    string // its stderr: a file, which it writes before it replies
+	exited chan struct{}
+}
+
+func newPipeServers(t *testing.T, dir string, logs string) *pipeServers {
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Skipf("skipping: OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
+	}
+	ps := &pipeServers{t: t, dir: dir, logs: logs}
+	// Registered before any Client's Close, so it runs after it: each server exits
+	// once the Client has closed its input.
+	t.Cleanup(func() {
+		for _, p := range ps.all() {
+			select {
+			case <-p.exited:
+			case <-time.After(testTimeout):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+				t.Errorf("sftp-server %d did not exit after the Client closed its input", p.cmd.Process.Pid)
+			}
+		}
+	})
+	return ps
+}
+
+// open is a WithPipeOpener function.
+func (ps *pipeServers) open(context.Context) (io.Reader, io.WriteCloser, error) {
+	ps.mu.Lock()
+	ps.started++
+	p := &pipeServer{log: filepath.Join(ps.logs, fmt.Sprintf("server-%d.log", ps.started)), exited: make(chan struct{})}
+	ps.mu.Unlock()
+	logf, err := os.Create(p.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer logf.Close() // the child has its own copy
+	p.cmd = exec.Command(sftpServerPath, "-e", "-l", "INFO", "-d", ps.dir)
+	p.cmd.Stderr = logf
+	w, err := p.cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := p.cmd.StdoutPipe()
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	ps.mu.Lock()
+	ps.procs = append(ps.procs, p)
+	ps.mu.Unlock()
+	return r, w, nil
+}
+
+func (ps *pipeServers) all() []*pipeServer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return slices.Clone(ps.procs)
+}
+
+// handles counts the descriptors the servers hold on name: one per open handle. They
+// are other processes, so /proc is polled (within a deadline) by waitHandles.
+func (ps *pipeServers) handles(name string) int {
+	n := 0
+	for _, p := range ps.all() {
+		dir := filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "fd")
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (ps *pipeServers) waitHandles(name string, want int) error {
+	deadline := time.Now().Add(testTimeout)
+	for {
+		got := ps.handles(name)
+		if got == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the servers hold %d handles on %s after %v, want %d", got, name, testTimeout, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// awaitLanes is stripeEnv.awaitLanes for pipe servers.
+func (ps *pipeServers) awaitLanes(c *Client, name string, want int) error {
+	if err := ps.waitHandles(name, want); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, cn := range c.chans.live()[1:] {
+		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
+		if err != nil {
+			return err
+		}
+		r.release()
+	}
+	return nil
+}
+
+// moved sums what each server logged moving for name, as read (download) or written.
+func (ps *pipeServers) moved(t *testing.T, name string, upload bool) []int64 {
+	t.Helper()
+	var out []int64
+	for _, p := range ps.all() {
+		var sum int64
+		b, err := os.ReadFile(p.log)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			m := closeLine.FindStringSubmatch(line)
+			if m == nil || m[1] != name {
+				continue
+			}
+			k := m[2]
+			if upload {
+				k = m[3]
+			}
+			v, err := strconv.ParseInt(k, 10, 64)
+			require.NoError(t, err, line)
+			sum += v
+		}
+		out = append(out, sum)
+	}
+	return out
+}
+
+// requireSpread checks that the servers moved total bytes for name between them, and
+// that at least two of them moved some.
+func (ps *pipeServers) requireSpread(t *testing.T, name string, total int64, upload bool) {
+	t.Helper()
+	var sum int64
+	busy := 0
+	moved := ps.moved(t, name, upload)
+	for _, n := range moved {
+		sum += n
+		if n > 0 {
+			busy++
+		}
+	}
+	require.Equal(t, total, sum, "bytes the servers moved for %s: %v", name, moved)
+	require.GreaterOrEqual(t, busy, 2, "servers that moved data for %s: %v", name, moved)
+}
+
+// A pipe Client with a pipe opener stripes: each lane is another sftp-server process,
+// and the transfers come out whole. Close closes every pipe (the servers exit).
+func TestPipeOpenerStripes(t *testing.T) {
+	dir := shmDir(t)
+	ps := newPipeServers(t, dir, t.TempDir())
+	ctx := testCtx(t)
+	r, w, err := ps.open(ctx)
+	require.NoError(t, err)
+	c, err := NewClientPipe(ctx, r, w, WithPipeOpener(ps.open), WithChannels(4), withStripeMinRTT(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	data := randBytes(stripeSize, 37)
+
+	down := filepath.Join(dir, "down")
+	writeLocal(t, down, data, 0o644)
+	f, got, err := download(t, c, down, 1, func() error { return ps.awaitLanes(c, down, 4) })
+	require.NoError(t, err)
+	requireSameBytes(t, data, got)
+	closeFile(t, f)
+	require.NoError(t, ps.waitHandles(down, 0))
+	require.Len(t, ps.all(), 4, "server processes: the first and one per extra lane")
+	ps.requireSpread(t, down, stripeSize, false)
+
+	up := filepath.Join(dir, "up")
+	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return ps.awaitLanes(c, up, 4) })
+	require.NoError(t, err)
+	require.Equal(t, int64(stripeSize), n)
+	closeFile(t, f)
+	requireSameBytes(t, data, readLocal(t, up))
+	require.NoError(t, ps.waitHandles(up, 0))
+	ps.requireSpread(t, up, stripeSize, true)
+	require.Len(t, ps.all(), 4, "the upload reused the lanes")
+
+	require.NoError(t, c.Close())
+	for _, p := range ps.all() {
+		select {
+		case <-p.exited:
+		case <-time.After(testTimeout):
+			t.Fatalf("sftp-server %d still runs after Close", p.cmd.Process.Pid)
+		}
+	}
+}
+
+// Without a pipe opener a pipe Client never opens another lane, however large the
+// transfer.
+func TestPipeWithoutOpenerDoesNotStripe(t *testing.T) {
+	dir := shmDir(t)
+	c := newServerClient(t, dir)
+	c.opts.stripeMinRTT = 0
+	require.False(t, c.stripes())
+	data := randBytes(stripeSize, 38)
+	name := filepath.Join(dir, "down")
+	writeLocal(t, name, data, 0o644)
+	got, err := c.ReadFile(testCtx(t), name)
+	require.NoError(t, err)
+	requireSameBytes(t, data, got)
+	require.Len(t, c.chans.live(), 1)
 }
