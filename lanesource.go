@@ -40,6 +40,11 @@ type laneSource interface {
 // machine at RTT 50 ms (see docs/design.md, Lanes).
 const defaultLanesPerConn = 4
 
+// maxDialing bounds the dials one Client has under way. sshd drops connections that
+// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
+// the Client's striping growth.
+const maxDialing = 4
+
 // maxLaneAttempts bounds how often one open moves on to another connection after a
 // refused session or a dead connection.
 const maxLaneAttempts = 3
@@ -55,6 +60,7 @@ type sshLanes struct {
 	pipeline bool
 	life     context.Context // ends with close: stops opens under way
 	stop     context.CancelFunc
+	dialing  chan struct{} // a token per dial under way (maxDialing)
 
 	mu       sync.Mutex
 	links    []*sshLink // links[0] is the caller's connection
@@ -79,7 +85,7 @@ func newSSHLanes(c *Client, base *ssh.Client) *sshLanes {
 	ready := make(chan struct{})
 	close(ready)
 	s := &sshLanes{c: c, dial: c.opts.dial, perConn: c.opts.lanesPerConn,
-		links: []*sshLink{{sc: base, ready: ready}}}
+		links: []*sshLink{{sc: base, ready: ready}}, dialing: make(chan struct{}, maxDialing)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -178,7 +184,15 @@ func (s *sshLanes) reserve(ctx context.Context) (*sshLink, error) {
 // dialLink dials the connection l stands for, and watches it: when it dies it is
 // dropped, so later lanes dial anew.
 func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
-	sc, err := s.dial(ctx)
+	var sc *ssh.Client
+	var err error
+	select {
+	case s.dialing <- struct{}{}:
+		sc, err = s.dial(ctx)
+		<-s.dialing
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	if err == nil && sc == nil {
 		err = errors.New("sftp: the dialer returned no connection and no error")
 	}
