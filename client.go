@@ -328,7 +328,8 @@ func newClient(opts []Option) (*Client, error) {
 // openSession opens one session channel running the sftp subsystem and does INIT.
 // x/crypto's session calls take no context, so they run in a goroutine the caller
 // stops waiting for when ctx ends; a session that opens after that is closed.
-func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error) {
+// onClose, if not nil, runs when the channel is closed.
+func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
@@ -380,7 +381,11 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 	}
 	// Closing the session makes sshd close the channel, which ends the reader's Read
 	// with EOF, so Close can wait for the reader.
-	return newConn(ctx, o.r, o.w, o.sess.Close, true, &c.dataPool)
+	closer := o.sess.Close
+	if onClose != nil {
+		closer = func() error { defer onClose(); return o.sess.Close() }
+	}
+	return newConn(ctx, o.r, o.w, closer, true, &c.dataPool)
 }
 
 // setEnv sends the WithEnv variables on sess.

@@ -94,7 +94,7 @@ func newSSHLanes(c *Client, base *ssh.Client) *sshLanes {
 // that a server that refuses something says what.
 func (s *sshLanes) first(ctx context.Context) (*conn, error) {
 	base := s.links[0]
-	cn, err := s.c.openSession(ctx, base.sc)
+	cn, err := s.c.openSession(ctx, base.sc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -123,24 +123,58 @@ func (s *sshLanes) open(ctx context.Context) (*conn, error) {
 	defer context.AfterFunc(s.life, cancel)()
 	var err error
 	for range maxLaneAttempts {
-		var l *sshLink
-		if l, err = s.reserve(ctx); err != nil {
+		var t *laneTicket
+		if t, err = s.reserve(ctx); err != nil {
 			return nil, err
 		}
 		var cn *conn
-		if cn, err = s.session(ctx, l); err == nil {
+		if cn, err = s.session(ctx, t); err == nil {
 			return cn, nil
 		}
-		if !s.failed(ctx, l, err) {
+		t.end()
+		if !s.failed(ctx, t.l, err) {
 			return nil, err
 		}
 	}
 	return nil, err
 }
 
+// laneTicket is a lane's place on a connection, from reserve until the lane's channel
+// is closed (or could not be opened).
+type laneTicket struct {
+	s     *sshLanes
+	l     *sshLink
+	live  bool // the channel opened
+	ended bool
+}
+
+// opened counts the lane as open on its connection, unless it has already ended (its
+// channel may fail, and be closed, before the open returns).
+func (t *laneTicket) opened() {
+	t.s.mu.Lock()
+	if !t.ended {
+		t.live = true
+		t.l.live++
+	}
+	t.s.mu.Unlock()
+}
+
+// end gives the place back; only the first call counts.
+func (t *laneTicket) end() {
+	t.s.mu.Lock()
+	if !t.ended {
+		t.ended = true
+		t.l.lanes--
+		if t.live {
+			t.l.live--
+		}
+	}
+	t.s.mu.Unlock()
+}
+
 // reserve picks the connection for a new lane: the first with room, or a new one it
 // dials. Several opens may wait for the same dial.
-func (s *sshLanes) reserve(ctx context.Context) (*sshLink, error) {
+func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -165,18 +199,19 @@ func (s *sshLanes) reserve(ctx context.Context) (*sshLink, error) {
 	}
 	l.lanes++
 	s.mu.Unlock()
+	t := &laneTicket{s: s, l: l}
 	if dialNow {
 		s.dialLink(ctx, l)
 	}
 	select {
 	case <-l.ready:
 		if l.err != nil {
-			s.release(l, false)
+			t.end()
 			return nil, l.err
 		}
-		return l, nil
+		return t, nil
 	case <-ctx.Done():
-		s.release(l, false)
+		t.end()
 		return nil, fmt.Errorf("sftp: opening a lane: %w", ctx.Err())
 	}
 }
@@ -220,23 +255,18 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 	close(l.ready)
 }
 
-// session opens a lane on l.
-func (s *sshLanes) session(ctx context.Context, l *sshLink) (*conn, error) {
+// session opens a lane on t's connection. The lane gives its place back when its
+// channel is closed.
+func (s *sshLanes) session(ctx context.Context, t *laneTicket) (*conn, error) {
 	var cn *conn
 	var err error
 	if s.pipeline {
-		cn, err = s.c.pipelinedSession(ctx, l.sc, func() { s.release(l, true) })
+		cn, err = s.c.pipelinedSession(ctx, t.l.sc, t.end)
 	} else {
-		cn, err = s.c.openSession(ctx, l.sc)
-		if err == nil {
-			closer := cn.closer
-			cn.closer = func() error { defer s.release(l, true); return closer() }
-		}
+		cn, err = s.c.openSession(ctx, t.l.sc, t.end)
 	}
 	if err == nil {
-		s.mu.Lock()
-		l.live++
-		s.mu.Unlock()
+		t.opened()
 	}
 	return cn, err
 }
@@ -245,7 +275,6 @@ func (s *sshLanes) session(ctx context.Context, l *sshLink) (*conn, error) {
 // connection: when the server refused a session (there is room for fewer lanes on
 // each connection than thought) or the connection died, and a dialer can make more.
 func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
-	s.release(l, false)
 	if ctx.Err() != nil {
 		return false
 	}
@@ -260,23 +289,13 @@ func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.full = true
-	if l.live == 0 {
+	if l.live == 0 && l.lanes == 0 {
 		return false // not even one session: more connections would not help
 	}
-	// All connections go to the same server, which allows this many.
-	s.perConn = min(s.perConn, l.live)
+	// All connections go to the same server, which allows this many. (Sessions still
+	// opening on l may not be counted yet: the count errs low, never to zero.)
+	s.perConn = max(1, min(s.perConn, l.live))
 	return s.dial != nil
-}
-
-// release forgets a lane reserved on l: one being opened (open false), or one whose
-// channel was closed (open true).
-func (s *sshLanes) release(l *sshLink, open bool) {
-	s.mu.Lock()
-	l.lanes--
-	if open {
-		l.live--
-	}
-	s.mu.Unlock()
 }
 
 // drop forgets a dialled connection that died, and closes it.
