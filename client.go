@@ -114,7 +114,8 @@ func WithChannels(n int) Option {
 
 // WithDialer lets NewClient open more SSH connections to the same server, for lanes
 // (see WithChannels). dial must return a new, authenticated connection to the server
-// the Client was made for, and give up once ctx is done. The Client dials:
+// the Client was made for, and give up once ctx is done (ctx bounds the dial only). The
+// Client dials:
 //   - when the server refuses another session on the connections it has (sshd's
 //     MaxSessions, 10 by default; some servers allow one);
 //   - to spread lanes: each SSH connection is one cipher stream, run by one goroutine
@@ -139,8 +140,9 @@ func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
 // WithPipeOpener lets a NewClientPipe Client stripe large transfers over several pipes
 // (see WithChannels): open starts another SFTP server and returns its output (r) and
 // input (w), for example another `ssh host -s sftp` process, as the pipes given to
-// NewClientPipe. Each lane speaks SFTP (INIT) on its own. open must give up once ctx
-// is done. Close closes every w, and every r that is an io.Closer; the caller reaps
+// NewClientPipe. Each lane speaks SFTP (INIT) on its own. ctx bounds the opening only
+// (it ends when open returns, so a process started with exec.CommandContext(ctx) would
+// be killed): open must give up once ctx is done. Close closes every w, and every r that is an io.Closer; the caller reaps
 // the processes it started (after Close, each sees its input end). NewClient ignores
 // it.
 func WithPipeOpener(open func(ctx context.Context) (io.Reader, io.WriteCloser, error)) Option {

@@ -505,3 +505,60 @@ func TestPipeWithoutOpenerDoesNotStripe(t *testing.T) {
 	requireSameBytes(t, data, got)
 	require.Len(t, c.chans.live(), 1)
 }
+
+// sshd allowing two sessions per connection: the Client learns the limit from the
+// refusals and puts the other lanes on dialled connections, all six lanes working.
+func TestDialerMaxSessionsTwo(t *testing.T) {
+	e := newStripeEnv(t, 2)
+	d := &testDialer{e: e}
+	c, _ := e.dialerClient(t, d, WithChannels(6))
+	data := randBytes(stripeSize, 39)
+	down := e.file(t, "down", data)
+	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 6) })
+	require.NoError(t, err)
+	requireSameBytes(t, data, got)
+	closeFile(t, f)
+	e.requireStriped(t, down, 6, stripeSize, false)
+	require.GreaterOrEqual(t, len(d.dialled()), 2, "connections dialled for four lanes at two a connection")
+	require.False(t, c.chans.isRefused(), "refused sessions ended striping, though a dialer was given")
+}
+
+// Close while a pipe opener is still starting lanes: Close cancels the opener's ctx and
+// returns; the transfer ends with an error, and nothing is left running.
+func TestCloseDuringPipeRampUp(t *testing.T) {
+	dir := shmDir(t)
+	ps := newPipeServers(t, dir, t.TempDir())
+	ctx := testCtx(t)
+	r, w, err := ps.open(ctx)
+	require.NoError(t, err)
+	started := make(chan struct{}, 8)
+	blocked := func(ctx context.Context) (io.Reader, io.WriteCloser, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	ignore := goleak.IgnoreCurrent()
+	c, err := NewClientPipe(ctx, r, w, WithPipeOpener(blocked), WithChannels(4), withStripeMinRTT(0))
+	require.NoError(t, err)
+	name := filepath.Join(dir, "down")
+	writeLocal(t, name, randBytes(stripeSize, 40), 0o644)
+	f, err := c.Open(ctx, name)
+	require.NoError(t, err)
+	res := make(chan error, 1)
+	go func() {
+		_, err := f.WriteTo(io.Discard)
+		res <- err
+	}()
+	await(t, started, 1, "the first pipe opening")
+	within(t, func() { require.NoError(t, c.Close()) })
+	_, err = c.Stat(ctx, "/")
+	require.ErrorIs(t, err, net.ErrClosed)
+	select {
+	case err := <-res:
+		require.Error(t, err)
+	case <-time.After(testTimeout):
+		t.Fatal("the transfer did not end after Close")
+	}
+	_ = f.Close()
+	goleak.VerifyNone(t, ignore)
+}
