@@ -37,7 +37,7 @@ func BenchmarkLaneRamp(b *testing.B) {
 	ctx := context.Background()
 	dial := func(context.Context) (*ssh.Client, error) { return sshd.DialVia(p.Addr()) }
 
-	for _, lanes := range []int{3, 15} {
+	for _, lanes := range []int{1, 3, 15} {
 		for _, mode := range []string{"waited", "pipelined", "dialled"} {
 			b.Run(fmt.Sprintf("lanes=%d/%s", lanes, mode), func(b *testing.B) {
 				var firsts, lasts time.Duration
