@@ -119,8 +119,8 @@ func WithChannels(n int) Option {
 //   - when the server refuses another session on the connections it has (sshd's
 //     MaxSessions, 10 by default; some servers allow one);
 //   - to spread lanes: each SSH connection is one cipher stream, run by one goroutine
-//     here and one sshd process there, so a connection carries at most 4 lanes
-//     (counting the main channel on the caller's connection), and the fifth lane is
+//     here and one sshd process there, so a connection carries at most 8 lanes
+//     (counting the main channel on the caller's connection), and the ninth lane is
 //     the first on a new connection. On long links this lets encryption run on
 //     several cores at each end.
 //

@@ -38,7 +38,7 @@ type laneSource interface {
 // dials another (with WithDialer). Each connection is one cipher stream, run by one
 // goroutine here and one sshd process there. It was measured on the project's 2-core
 // machine at RTT 50 ms (see docs/design.md, Lanes).
-const defaultLanesPerConn = 4
+const defaultLanesPerConn = 8
 
 // maxDialing bounds the dials one Client has under way. sshd drops connections that
 // have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
