@@ -60,6 +60,12 @@ type options struct {
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
+	// dial makes more SSH connections to the server (WithDialer); lanesPerConn is how
+	// many lanes share one before the Client dials another.
+	dial         func(context.Context) (*ssh.Client, error)
+	lanesPerConn int
+	openPipe     func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
+
 	subsystem string      // "" means "sftp"
 	command   string      // run instead of a subsystem when not ""
 	env       [][2]string // name, value: sent before the subsystem or command
@@ -95,17 +101,61 @@ func WithMaxPacket(n int) Option {
 	}
 }
 
-// WithChannels sets the most SFTP channels a Client opens on its SSH connection to
-// stripe large transfers (default 16, enough for a 100 ms link). Within that ceiling a
-// transfer sizes its lanes to the link: none extra below 2 ms round trip, else as many
-// as the round trip suggests, more while each doubling still adds speed.
-// NewClientPipe always uses one.
+// WithChannels sets the most SFTP channels (lanes) a Client stripes a large transfer
+// over (default 16, enough for a 100 ms link): sessions on its SSH connection, and with
+// WithDialer on the connections it dials. Within that ceiling a transfer sizes its lanes
+// to the link: none extra below 2 ms round trip, else as many as the round trip
+// suggests, more while each doubling still adds speed. NewClientPipe uses one unless
+// WithPipeOpener is given.
 func WithChannels(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 64 {
 			return fmt.Errorf("sftp: WithChannels(%d): want 1 to 64", n)
 		}
 		o.channels = n
+		return nil
+	}
+}
+
+// WithDialer lets NewClient open more SSH connections to the same server, for lanes
+// (see WithChannels). dial must return a new, authenticated connection to the server
+// the Client was made for, and give up once ctx is done (ctx bounds the dial only). The
+// Client dials:
+//   - when the server refuses another session on the connections it has (sshd's
+//     MaxSessions, 10 by default; some servers allow one);
+//   - to spread lanes: each SSH connection is one cipher stream, run by one goroutine
+//     here and one sshd process there, so a connection carries at most 8 lanes
+//     (counting the main channel on the caller's connection), and the ninth lane is
+//     the first on a new connection. On long links this lets encryption run on
+//     several cores at each end.
+//
+// The Client owns the connections it dialled: Close closes them (never the one given
+// to NewClient), and one that dies is dropped, and dialled again by a later lane.
+// NewClientPipe ignores it.
+func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return errors.New("sftp: WithDialer: nil dial function")
+		}
+		o.dial = dial
+		return nil
+	}
+}
+
+// WithPipeOpener lets a NewClientPipe Client stripe large transfers over several pipes
+// (see WithChannels): open starts another SFTP server and returns its output (r) and
+// input (w), for example another `ssh host -s sftp` process, as the pipes given to
+// NewClientPipe. Each lane speaks SFTP (INIT) on its own. ctx bounds the opening only
+// (it ends when open returns, so a process started with exec.CommandContext(ctx) would
+// be killed): open must give up once ctx is done. Close closes every w, and every r that is an io.Closer; the caller reaps
+// the processes it started (after Close, each sees its input end). NewClient ignores
+// it.
+func WithPipeOpener(open func(ctx context.Context) (io.Reader, io.WriteCloser, error)) Option {
+	return func(o *options) error {
+		if open == nil {
+			return errors.New("sftp: WithPipeOpener: nil open function")
+		}
+		o.openPipe = open
 		return nil
 	}
 }
@@ -199,17 +249,19 @@ type Client struct {
 	// advertises no symlink-order extension (see asyncsshDraftSymlink).
 	draftSymlink bool
 
-	// openChannel starts another SFTP session for striping; nil for pipes.
-	openChannel func(ctx context.Context) (*conn, error)
-	chans       channelSet
-	laneMemory  laneMemory // the lane counts transfers settled on (lanerule.go)
+	// source opens the extra lanes for striping (lanesource.go); nil for a pipe
+	// without WithPipeOpener.
+	source     laneSource
+	chans      channelSet
+	laneMemory laneMemory // the lane counts transfers settled on (lanerule.go)
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
 }
 
 // NewClient starts the sftp subsystem on a new session channel of sshConn. The Client
-// does not own sshConn: closing the Client closes its channels, not the SSH connection.
+// does not own sshConn: closing the Client closes its channels, not the SSH connection
+// (but it does close the connections it dialled itself, see WithDialer).
 func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Client, error) {
 	if sshConn == nil {
 		return nil, errors.New("sftp: NewClient: nil *ssh.Client")
@@ -218,17 +270,24 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 	if err != nil {
 		return nil, err
 	}
-	c.openChannel = func(ctx context.Context) (*conn, error) { return c.openSession(ctx, sshConn) }
+	src := newSSHLanes(c, sshConn)
+	c.source = src
 	c.draftSymlink = asyncsshDraftSymlink(sshConn.ServerVersion(), sshConn.ClientVersion())
-	main, err := c.openChannel(ctx)
+	main, err := src.first(ctx)
 	if err != nil {
+		src.close()
 		return nil, err
 	}
-	return c.start(ctx, main)
+	if _, err := c.start(ctx, main); err != nil {
+		src.close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // NewClientPipe speaks SFTP over r and w, for example to a local sftp-server process.
-// Close closes w, and r too if it is an io.Closer.
+// Close closes w, and r too if it is an io.Closer. It uses the one pair of pipes,
+// unless WithPipeOpener gives it a way to open more for striping.
 func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...Option) (*Client, error) {
 	if r == nil || w == nil {
 		return nil, errors.New("sftp: NewClientPipe: nil reader or writer")
@@ -237,26 +296,27 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 	if err != nil {
 		return nil, err
 	}
-	c.opts.channels = 1
-	rc, closable := r.(io.Closer)
-	closer := func() error {
-		err := w.Close()
-		if closable {
-			if e := rc.Close(); err == nil {
-				err = e
-			}
-		}
-		return err
-	}
+	closer, closable := pipeCloser(r, w)
 	main, err := newConn(ctx, r, w, closer, closable, &c.dataPool)
 	if err != nil {
 		return nil, err
 	}
-	return c.start(ctx, main)
+	if c.opts.openPipe == nil {
+		c.opts.channels = 1
+		return c.start(ctx, main)
+	}
+	src := newPipeLanes(c)
+	c.source = src
+	if _, err := c.start(ctx, main); err != nil {
+		src.close()
+		return nil, err
+	}
+	return c, nil
 }
 
 func newClient(opts []Option) (*Client, error) {
-	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT}}
+	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
+		lanesPerConn: defaultLanesPerConn}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -276,7 +336,8 @@ func newClient(opts []Option) (*Client, error) {
 // openSession opens one session channel running the sftp subsystem and does INIT.
 // x/crypto's session calls take no context, so they run in a goroutine the caller
 // stops waiting for when ctx ends; a session that opens after that is closed.
-func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error) {
+// onClose, if not nil, runs when the channel is closed.
+func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
@@ -328,7 +389,11 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client) (*conn, error)
 	}
 	// Closing the session makes sshd close the channel, which ends the reader's Read
 	// with EOF, so Close can wait for the reader.
-	return newConn(ctx, o.r, o.w, o.sess.Close, true, &c.dataPool)
+	closer := o.sess.Close
+	if onClose != nil {
+		closer = func() error { defer onClose(); return o.sess.Close() }
+	}
+	return newConn(ctx, o.r, o.w, closer, true, &c.dataPool)
 }
 
 // setEnv sends the WithEnv variables on sess.
@@ -353,14 +418,18 @@ func (c *Client) startServer(sess *ssh.Session) error {
 		}
 		return nil
 	}
-	name := c.opts.subsystem
-	if name == "" {
-		name = "sftp"
-	}
+	name := c.subsystemName()
 	if err := sess.RequestSubsystem(name); err != nil {
 		return fmt.Errorf("sftp: starting the %s subsystem: %w", name, err)
 	}
 	return nil
+}
+
+func (c *Client) subsystemName() string {
+	if c.opts.subsystem == "" {
+		return "sftp"
+	}
+	return c.opts.subsystem
 }
 
 // start finishes construction: records extensions and negotiates sizes.
@@ -422,10 +491,16 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 	return sl, nil
 }
 
-// Close closes every SFTP channel of the Client. Calls in flight fail with an error
-// that matches net.ErrClosed. Close is idempotent.
+// Close closes every SFTP channel of the Client, and the SSH connections it dialled
+// (WithDialer) or the pipes it opened (WithPipeOpener). Calls in flight fail with an
+// error that matches net.ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
-	c.closeOnce.Do(func() { c.chans.closeAll() })
+	c.closeOnce.Do(func() {
+		c.chans.closeAll()
+		if c.source != nil {
+			c.source.close()
+		}
+	})
 	return nil
 }
 

@@ -239,7 +239,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 	c.opts.channels = 4
 	pinLanes(c, 4)
 	var opened atomic.Int32
-	c.openChannel = func(ctx context.Context) (*conn, error) {
+	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()
 		var wc io.Writer = w
 		var closeGate func()
@@ -255,7 +255,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 			return w.Close()
 		}
 		return newConn(ctx, r, wc, closer, true, &c.dataPool)
-	}
+	})
 	f, err := c.Create(tsCtx(t), "/up")
 	require.NoError(t, err)
 	var n int64
@@ -278,10 +278,10 @@ func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Stall: ofType(testserver.TypeClose)},
 		withStripeMinRTT(0))
 	c.opts.channels = 3
-	c.openChannel = func(ctx context.Context) (*conn, error) {
+	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()
 		return newConn(ctx, r, w, func() error { r.Close(); return w.Close() }, true, &c.dataPool)
-	}
+	})
 	require.NoError(t, srv.WriteFile("/big", randBytes(size, 5), 0o644))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
@@ -75,6 +76,99 @@ func ExampleNewClientPipe() {
 	}
 	fmt.Println(wd == dir)
 	// Output: true
+}
+
+// Stripe a pipe Client, the way programs that run `ssh host -s sftp` start SFTP:
+// WithPipeOpener starts another ssh process for each extra lane, so a large transfer
+// on a long link moves over several SSH connections at once. The opener may be
+// called from several goroutines at once.
+func ExampleWithPipeOpener() {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var procs []*exec.Cmd
+	sshSFTP := func(ctx context.Context) (io.Reader, io.WriteCloser, error) {
+		// ctx only bounds the start: the process must outlive it.
+		cmd := exec.Command("ssh", "-s", "user@host.example", "sftp")
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := cmd.StdoutPipe()
+		if err != nil {
+			w.Close()
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, nil, err
+		}
+		mu.Lock()
+		procs = append(procs, cmd)
+		mu.Unlock()
+		return r, w, nil
+	}
+	// Reap the processes once the Client has closed their pipes (deferred first,
+	// so it runs after Close).
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cmd := range procs {
+			cmd.Wait()
+		}
+	}()
+
+	r, w, err := sshSFTP(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := sftp.NewClientPipe(ctx, r, w, sftp.WithPipeOpener(sshSFTP))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Get(ctx, "big.iso", "big.iso"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Let a Client dial more SSH connections to the same server: for servers that allow
+// few sessions per connection, and to spread a large transfer's lanes so that
+// encryption runs on several cores at both ends. The Client closes the connections
+// it dialled; the one given to NewClient stays the caller's.
+func ExampleWithDialer() {
+	ctx := context.Background()
+	config := &ssh.ClientConfig{ /* user, auth, host key check */ }
+	dial := func(ctx context.Context) (*ssh.Client, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", "host.example:22")
+		if err != nil {
+			return nil, err
+		}
+		// The handshake takes no context: end it when ctx ends.
+		stop := context.AfterFunc(ctx, func() { nc.Close() })
+		conn, chans, reqs, err := ssh.NewClientConn(nc, "host.example:22", config)
+		if !stop() && err == nil { // ctx ended just as the handshake did
+			conn.Close()
+			err = ctx.Err()
+		}
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return ssh.NewClient(conn, chans, reqs), nil
+	}
+	conn, err := dial(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	c, err := sftp.NewClient(ctx, conn, sftp.WithDialer(dial), sftp.WithChannels(16))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Put(ctx, "big.iso", "big.iso"); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // Upload with io.Copy: File.ReadFrom keeps many WRITEs in flight.

@@ -20,3 +20,12 @@ func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteClo
 		return nil
 	}
 }
+
+// withLanesPerConn sets how many lanes share one SSH connection before the Client
+// dials another (WithDialer).
+func withLanesPerConn(n int) Option {
+	return func(o *options) error {
+		o.lanesPerConn = n
+		return nil
+	}
+}

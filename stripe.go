@@ -27,7 +27,7 @@ const defaultStripeMinRTT = 2 * time.Millisecond
 
 // stripes reports whether the link is slow enough for striping to pay.
 func (c *Client) stripes() bool {
-	return c.opts.channels > 1 && c.openChannel != nil &&
+	return c.opts.channels > 1 && c.source != nil &&
 		time.Duration(c.main.minRTT.Load()) >= c.opts.stripeMinRTT
 }
 
@@ -91,12 +91,12 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 		}
 	}
 	useAll(c.chans.live())
-	if len(seen) < n && c.openChannel != nil && !c.chans.isRefused() {
+	if len(seen) < n && c.source != nil && !c.chans.isRefused() {
 		c.chans.grow.Lock()
 		useAll(c.chans.live()) // what another transfer opened while we waited
 		for i := len(c.chans.live()); i < n && !c.chans.isRefused(); i++ {
 			g.Go(func() error {
-				cn, err := c.openChannel(ctx)
+				cn, err := c.source.open(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
 						c.chans.refuse()

@@ -80,6 +80,9 @@ type sluiceOptions struct {
 	Inflight int `json:"inflight,omitempty"`
 	Packet   int `json:"packet,omitempty"`
 	Parallel int `json:"parallel,omitempty"` // tree case only: files in flight
+	// Dial gives both sluice rows WithDialer (more SSH connections for lanes). Hidden
+	// from the tables' headings: for measuring the library's spreading rule.
+	Dial bool `json:"dial,omitempty"`
 }
 
 // describe lists the settings that apply to a table of case c.
@@ -170,6 +173,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.sluice.Inflight, "sluice-inflight", 0, "sluice tuned: WithMaxInflight (0 = library default)")
 	fs.IntVar(&cfg.sluice.Packet, "sluice-packet", 0, "sluice tuned: WithMaxPacket (0 = library default)")
 	fs.IntVar(&cfg.sluice.Parallel, "sluice-parallel", 64, "sluice tuned, tree case: Parallel (0 = library default)")
+	fs.BoolVar(&cfg.sluice.Dial, "sluice-dial", false, "both sluice rows: WithDialer, so lanes may use more SSH connections")
 	fs.IntVar(&cfg.tree.files, "tree-files", 0, "files in the tree case; 0 = 1000 at RTT 0, 200 behind the delay proxy")
 	fs.IntVar(&cfg.tree.dirs, "tree-dirs", 10, "directories the tree case's files are spread over (every other one nested in the one before)")
 	fs.IntVar(&cfg.plainPar, "plain-par", defaultPlainPar, "connections of the plain-par row, each moving 1/N of the file")

@@ -15,10 +15,10 @@ import (
 func init() {
 	register(&row{id: sluiceDefaultID, title: "sluice default", order: 50, sftp: true,
 		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
-			return sluiceTransfer(ctx, conn, j)
+			return sluiceTransfer(ctx, conn, j, dialOption(j)...)
 		},
 		tree: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
-			return sluiceTree(ctx, conn, j, nil)
+			return sluiceTree(ctx, conn, j, nil, dialOption(j)...)
 		}})
 	register(&row{id: "sluice-tuned", title: "sluice tuned", order: 60, sftp: true,
 		detail: func(c *config, bc benchCase) string { return c.sluice.describe(bc) },
@@ -34,9 +34,18 @@ func init() {
 		}})
 }
 
+// dialOption is WithDialer when -sluice-dial is set: the Client may dial more SSH
+// connections like the child's own.
+func dialOption(j *job) []sluice.Option {
+	if !j.Sluice.Dial {
+		return nil
+	}
+	return []sluice.Option{sluice.WithDialer(func(context.Context) (*ssh.Client, error) { return dial(j) })}
+}
+
 // tunedOptions are the client options of the "sluice tuned" row.
 func tunedOptions(j *job) []sluice.Option {
-	var opts []sluice.Option
+	opts := dialOption(j)
 	if j.Sluice.Channels > 0 {
 		opts = append(opts, sluice.WithChannels(j.Sluice.Channels))
 	}

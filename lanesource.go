@@ -1,0 +1,479 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Lane sources. The channelSet (stripe.go) keeps the SFTP channels a Client stripes
+// over; a lane source is where it gets a new one, whatever the transport:
+//
+//   - sshLanes: a session on an SSH connection: the caller's, and with WithDialer more
+//     connections the Client dials to the same server, when the server refuses another
+//     session on the ones it has (sshd MaxSessions) and to spread the lanes so that each
+//     connection's cipher stream (and sshd process) carries only a few of them;
+//   - pipeLanes: a fresh pair of pipes from WithPipeOpener (another `ssh -s sftp`).
+//
+// Lanes are kept by the channelSet across transfers and closed with the Client; the
+// source closes what else it owns (the dialled connections) after them.
+
+// laneSource opens the extra SFTP channels of a Client.
+type laneSource interface {
+	// open starts one more SFTP channel. An error while ctx is live means the source
+	// cannot give more lanes (the server refused, the dialer or opener failed), and the
+	// Client stops asking.
+	open(ctx context.Context) (*conn, error)
+	// close cancels opens under way and closes what the source owns. It runs after
+	// the channelSet has closed every lane.
+	close()
+}
+
+// defaultLanesPerConn is how many lanes share one SSH connection before the Client
+// dials another (with WithDialer). Each connection is one cipher stream, run by one
+// goroutine here and one sshd process there. It was measured on the project's 2-core
+// machine at RTT 50 ms (see docs/design.md, Lanes).
+const defaultLanesPerConn = 8
+
+// maxDialing bounds the dials one Client has under way. sshd drops connections that
+// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
+// the Client's striping growth.
+const maxDialing = 4
+
+// maxLaneAttempts bounds how often one open moves on to another connection after a
+// refused session or a dead connection.
+const maxLaneAttempts = 3
+
+var errNoMoreSessions = errors.New("sftp: the server refuses more sessions and no dialer was given")
+
+// sshLanes opens lanes as sessions on SSH connections.
+type sshLanes struct {
+	c    *Client
+	dial func(context.Context) (*ssh.Client, error) // nil: the caller's connection only
+	// pipeline: the server is known to take a session's requests and data in order,
+	// so the subsystem request goes out without waiting for its reply (see session).
+	pipeline bool
+	life     context.Context // ends with close: stops opens under way
+	stop     context.CancelFunc
+	dialing  chan struct{} // a token per dial under way (maxDialing)
+
+	mu       sync.Mutex
+	links    []*sshLink // links[0] is the caller's connection
+	perConn  int        // most lanes on one connection; lowered when a server refuses
+	closed   bool
+	watchers sync.WaitGroup // one per dialled connection, until it is closed
+}
+
+// sshLink is one SSH connection and the lanes on it.
+type sshLink struct {
+	sc    *ssh.Client   // set once ready is closed, if err is nil
+	ready chan struct{} // closed when the dial is over
+	err   error         // why the dial failed
+	owned bool          // dialled by the Client, which closes it
+	lanes int           // lanes open or being opened on it
+	live  int           // lanes open on it
+	full  bool          // the server refused a session on it
+	dead  bool
+}
+
+func newSSHLanes(c *Client, base *ssh.Client) *sshLanes {
+	ready := make(chan struct{})
+	close(ready)
+	s := &sshLanes{c: c, dial: c.opts.dial, perConn: c.opts.lanesPerConn,
+		links: []*sshLink{{sc: base, ready: ready}}, dialing: make(chan struct{}, maxDialing)}
+	s.life, s.stop = context.WithCancel(context.Background())
+	return s
+}
+
+// first opens the main channel on the caller's connection, waiting for each reply so
+// that a server that refuses something says what.
+func (s *sshLanes) first(ctx context.Context) (*conn, error) {
+	base := s.links[0]
+	cn, err := s.c.openSession(ctx, base.sc, nil)
+	if err != nil {
+		return nil, err
+	}
+	base.lanes, base.live = 1, 1
+	// The main channel proved the subsystem (or command) starts: lanes need not wait
+	// for its reply where the server is known to keep a session's order.
+	s.pipeline = inOrderSessions(base.sc.ServerVersion())
+	return cn, nil
+}
+
+// inOrderSessions reports whether an SSH server is known to hand a session's data to
+// its subsystem only after the requests sent before it, so that INIT may follow the
+// subsystem request without waiting for its reply. OpenSSH opens a session channel
+// with a zero window and opens it once the subsystem runs, so data cannot arrive
+// early; dropbear handles a channel's messages in order and starts the subsystem
+// while handling its request. Both are tested striping this way (TestStripe*,
+// TestDropbearStriped). Other servers get the wait: one round trip more per lane.
+func inOrderSessions(serverVersion []byte) bool {
+	v := string(serverVersion)
+	return strings.HasPrefix(v, "SSH-2.0-OpenSSH_") || strings.HasPrefix(v, "SSH-2.0-dropbear")
+}
+
+func (s *sshLanes) open(ctx context.Context) (*conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.life, cancel)()
+	var err error
+	for range maxLaneAttempts {
+		var t *laneTicket
+		if t, err = s.reserve(ctx); err != nil {
+			return nil, err
+		}
+		var cn *conn
+		if cn, err = s.session(ctx, t); err == nil {
+			return cn, nil
+		}
+		t.end()
+		if !s.failed(ctx, t.l, err) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// laneTicket is a lane's place on a connection, from reserve until the lane's channel
+// is closed (or could not be opened).
+type laneTicket struct {
+	s     *sshLanes
+	l     *sshLink
+	live  bool // the channel opened
+	ended bool
+}
+
+// opened counts the lane as open on its connection, unless it has already ended (its
+// channel may fail, and be closed, before the open returns).
+func (t *laneTicket) opened() {
+	t.s.mu.Lock()
+	if !t.ended {
+		t.live = true
+		t.l.live++
+	}
+	t.s.mu.Unlock()
+}
+
+// end gives the place back; only the first call counts.
+func (t *laneTicket) end() {
+	t.s.mu.Lock()
+	if !t.ended {
+		t.ended = true
+		t.l.lanes--
+		if t.live {
+			t.l.live--
+		}
+	}
+	t.s.mu.Unlock()
+}
+
+// reserve picks the connection for a new lane: the first with room, or a new one it
+// dials. Several opens may wait for the same dial.
+func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, &closedError{cause: errClientClosed}
+	}
+	var l *sshLink
+	for _, cand := range s.links {
+		if !cand.dead && !cand.full && (s.dial == nil || cand.lanes < s.perConn) {
+			l = cand
+			break
+		}
+	}
+	dialNow := false
+	if l == nil {
+		if s.dial == nil {
+			s.mu.Unlock()
+			return nil, errNoMoreSessions
+		}
+		l = &sshLink{ready: make(chan struct{}), owned: true}
+		s.links = append(s.links, l)
+		dialNow = true
+	}
+	l.lanes++
+	s.mu.Unlock()
+	t := &laneTicket{s: s, l: l}
+	if dialNow {
+		s.dialLink(ctx, l)
+	}
+	select {
+	case <-l.ready:
+		if l.err != nil {
+			t.end()
+			return nil, l.err
+		}
+		return t, nil
+	case <-ctx.Done():
+		t.end()
+		return nil, fmt.Errorf("sftp: opening a lane: %w", ctx.Err())
+	}
+}
+
+// dialLink dials the connection l stands for, and watches it: when it dies it is
+// dropped, so later lanes dial anew.
+func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
+	var sc *ssh.Client
+	var err error
+	select {
+	case s.dialing <- struct{}{}:
+		sc, err = s.dial(ctx)
+		<-s.dialing
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil && sc == nil {
+		err = errors.New("sftp: the dialer returned no connection and no error")
+	}
+	if err != nil {
+		err = fmt.Errorf("sftp: dialling another connection: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.closed {
+		sc.Close()
+		err = &closedError{cause: errClientClosed}
+	}
+	l.sc, l.err = sc, err
+	if err != nil {
+		l.dead = true
+		s.remove(l)
+	} else {
+		s.watchers.Add(1)
+		go func() {
+			defer s.watchers.Done()
+			sc.Wait()
+			s.drop(l)
+		}()
+	}
+	close(l.ready)
+}
+
+// session opens a lane on t's connection. The lane gives its place back when its
+// channel is closed.
+func (s *sshLanes) session(ctx context.Context, t *laneTicket) (*conn, error) {
+	var cn *conn
+	var err error
+	if s.pipeline {
+		cn, err = s.c.pipelinedSession(ctx, t.l.sc, t.end)
+	} else {
+		cn, err = s.c.openSession(ctx, t.l.sc, t.end)
+	}
+	if err == nil {
+		t.opened()
+	}
+	return cn, err
+}
+
+// failed handles a session l could not give, and reports whether to try another
+// connection: when the server refused a session (there is room for fewer lanes on
+// each connection than thought) or the connection died, and a dialer can make more.
+func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var refused *ssh.OpenChannelError
+	if !errors.As(err, &refused) {
+		if !l.owned {
+			return false // the caller's connection failed: the main channel goes with it
+		}
+		s.drop(l)
+		return s.dial != nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.full = true
+	if l.live == 0 && l.lanes == 0 {
+		return false // not even one session: more connections would not help
+	}
+	// All connections go to the same server, which allows this many. (Sessions still
+	// opening on l may not be counted yet: the count errs low, never to zero.)
+	s.perConn = max(1, min(s.perConn, l.live))
+	return s.dial != nil
+}
+
+// drop forgets a dialled connection that died, and closes it.
+func (s *sshLanes) drop(l *sshLink) {
+	s.mu.Lock()
+	gone := l.dead
+	if !gone {
+		l.dead = true
+		s.remove(l)
+	}
+	s.mu.Unlock()
+	if !gone {
+		l.sc.Close()
+	}
+}
+
+func (s *sshLanes) remove(l *sshLink) {
+	for i, cand := range s.links {
+		if cand == l {
+			s.links = append(s.links[:i], s.links[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *sshLanes) close() {
+	s.mu.Lock()
+	s.closed = true
+	var owned []*ssh.Client
+	for _, l := range s.links {
+		if l.owned && l.sc != nil && !l.dead {
+			owned = append(owned, l.sc)
+		}
+	}
+	s.mu.Unlock()
+	s.stop()
+	for _, sc := range owned {
+		sc.Close()
+	}
+	s.watchers.Wait()
+}
+
+// pipelinedSession opens a session channel and sends, without waiting for any reply,
+// the env requests and the subsystem (or exec) request, then INIT (startConn). The
+// main channel showed they succeed; should one fail after all, the server closes the
+// channel, and the lane fails with the reason it reads. onClose runs when the lane's
+// channel is closed.
+func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sftp: %w", err)
+	}
+	type opened struct {
+		ch  ssh.Channel
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		// OpenChannel waits for the server's confirmation: the channel has no number
+		// to send on before it.
+		ch, reqs, err := sc.OpenChannel("session", nil)
+		if err != nil {
+			done <- opened{err: fmt.Errorf("sftp: opening a session: %w", err)}
+			return
+		}
+		go ssh.DiscardRequests(reqs) // exit-status and the like; ends with the channel
+		if err = c.startServerNoWait(ch); err != nil {
+			ch.Close()
+		}
+		done <- opened{ch, err}
+	}()
+	var o opened
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.err == nil {
+				o.ch.Close()
+			}
+		}()
+		return nil, fmt.Errorf("sftp: opening a session: %w", ctx.Err())
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	stderr := c.opts.stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	// The server's stderr shares the channel's window: it must be read.
+	go io.Copy(stderr, o.ch.Stderr())
+	var r io.Reader = o.ch
+	var w io.WriteCloser = o.ch
+	if c.opts.wrapStreams != nil {
+		r, w = c.opts.wrapStreams(r, w)
+	}
+	closer := func() error {
+		defer onClose()
+		return o.ch.Close()
+	}
+	return startConn(r, w, closer, true, &c.dataPool), nil
+}
+
+// startServerNoWait sends the WithEnv variables and the subsystem or command request
+// on ch, asking for no replies.
+func (c *Client) startServerNoWait(ch ssh.Channel) error {
+	for _, kv := range c.opts.env {
+		msg := struct{ Name, Value string }{kv[0], kv[1]}
+		if _, err := ch.SendRequest("env", false, ssh.Marshal(&msg)); err != nil {
+			return fmt.Errorf("sftp: setting %s: %w", kv[0], err)
+		}
+	}
+	if c.opts.command != "" {
+		msg := struct{ Command string }{c.opts.command}
+		if _, err := ch.SendRequest("exec", false, ssh.Marshal(&msg)); err != nil {
+			return fmt.Errorf("sftp: running the server command: %w", err)
+		}
+		return nil
+	}
+	msg := struct{ Name string }{c.subsystemName()}
+	if _, err := ch.SendRequest("subsystem", false, ssh.Marshal(&msg)); err != nil {
+		return fmt.Errorf("sftp: starting the %s subsystem: %w", msg.Name, err)
+	}
+	return nil
+}
+
+// pipeLanes opens lanes as pipe pairs from WithPipeOpener.
+type pipeLanes struct {
+	c      *Client
+	openFn func(context.Context) (io.Reader, io.WriteCloser, error)
+	life   context.Context // ends with close: stops opens under way
+	stop   context.CancelFunc
+}
+
+func newPipeLanes(c *Client) *pipeLanes {
+	p := &pipeLanes{c: c, openFn: c.opts.openPipe}
+	p.life, p.stop = context.WithCancel(context.Background())
+	return p
+}
+
+// open runs the opener and starts SFTP on its pipes. A pair that arrives after Close
+// is closed by the channelSet, which no longer takes lanes.
+func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
+	if p.life.Err() != nil {
+		return nil, &closedError{cause: errClientClosed}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.life, cancel)()
+	r, w, err := p.openFn(ctx)
+	if err == nil && (r == nil || w == nil) {
+		if w != nil {
+			w.Close()
+		}
+		if rc, ok := r.(io.Closer); ok {
+			rc.Close()
+		}
+		err = errors.New("sftp: the pipe opener returned a nil reader or writer")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sftp: opening another pipe: %w", err)
+	}
+	closer, closable := pipeCloser(r, w)
+	return startConn(r, w, closer, closable, &p.c.dataPool), nil
+}
+
+func (p *pipeLanes) close() { p.stop() }
+
+// pipeCloser closes a pipe pair: w, and r too if it is an io.Closer. closable reports
+// whether it is, that is whether closing ends the reader's Read.
+func pipeCloser(r io.Reader, w io.WriteCloser) (closer func() error, closable bool) {
+	rc, closable := r.(io.Closer)
+	return func() error {
+		err := w.Close()
+		if closable {
+			if e := rc.Close(); err == nil {
+				err = e
+			}
+		}
+		return err
+	}, closable
+}
