@@ -94,6 +94,7 @@ func (e *stripeEnv) dialerClient(t *testing.T, d *testDialer, opts ...Option) (*
 	c, err := NewClient(testCtx(t), base, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	pinLanes(c, c.opts.channels) // these tests are about where lanes come from, not how many
 	return c, base
 }
 
@@ -457,6 +458,7 @@ func TestPipeOpenerStripes(t *testing.T) {
 	require.NoError(t, err)
 	c, err := NewClientPipe(ctx, r, w, WithPipeOpener(ps.open), WithChannels(4), withStripeMinRTT(0))
 	require.NoError(t, err)
+	pinLanes(c, 4)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	data := randBytes(stripeSize, 37)
 
@@ -540,6 +542,7 @@ func TestCloseDuringPipeRampUp(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	c, err := NewClientPipe(ctx, r, w, WithPipeOpener(blocked), WithChannels(4), withStripeMinRTT(0))
 	require.NoError(t, err)
+	pinLanes(c, 4)
 	name := filepath.Join(dir, "down")
 	writeLocal(t, name, randBytes(stripeSize, 40), 0o644)
 	f, err := c.Open(ctx, name)
