@@ -197,6 +197,7 @@ type Client struct {
 	// openChannel starts another SFTP session for striping; nil for pipes.
 	openChannel func(ctx context.Context) (*conn, error)
 	chans       channelSet
+	ctl         controlLane // opens data channels for files (controllane.go)
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -419,7 +420,10 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // Close closes every SFTP channel of the Client. Calls in flight fail with an error
 // that matches net.ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
-	c.closeOnce.Do(func() { c.chans.closeAll() })
+	c.closeOnce.Do(func() {
+		c.ctl.stop()
+		c.chans.closeAll()
+	})
 	return nil
 }
 

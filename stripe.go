@@ -74,7 +74,7 @@ func (s *channelSet) live() []*conn {
 	return out
 }
 
-// eachChannel calls use for up to n live channels, opening missing ones concurrently.
+// eachChannel calls use for up to n live channels other than the main one, opening missing ones concurrently.
 // use runs for each channel as soon as it is ready, from several goroutines at once, so
 // a transfer can put a new channel to work without waiting for the slowest to open (sshd
 // starts a subsystem process for each, one after another). When the server refuses a
@@ -90,11 +90,11 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 			}
 		}
 	}
-	useAll(c.chans.live())
+	useAll(c.laneChannels()) // never the main channel: see controllane.go
 	if len(seen) < n && c.openChannel != nil && !c.chans.isRefused() {
 		c.chans.grow.Lock()
-		useAll(c.chans.live()) // what another transfer opened while we waited
-		for i := len(c.chans.live()); i < n && !c.chans.isRefused(); i++ {
+		useAll(c.laneChannels()) // what another transfer opened while we waited
+		for i := len(c.laneChannels()); i < n && !c.chans.isRefused(); i++ {
 			g.Go(func() error {
 				cn, err := c.openChannel(ctx)
 				if err != nil {

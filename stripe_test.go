@@ -82,6 +82,9 @@ func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, 
 		sc.Close()
 		t.Fatalf("NewClient: %v", err)
 	}
+	// Files then go on a data channel from the first, as they do on a long link once
+	// its first data channel is open (see controllane.go).
+	readyControlLane(t, c)
 	var once sync.Once
 	closeAll := func() {
 		once.Do(func() {
@@ -93,6 +96,27 @@ func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, 
 	}
 	t.Cleanup(closeAll)
 	return c, closeAll
+}
+
+// readyControlLane opens c's first data channel, as the first Open on a long link
+// does in the background, and waits for it.
+func readyControlLane(t *testing.T, c *Client) {
+	t.Helper()
+	require.True(t, c.stripes(), "the link is not one the control lane is for")
+	require.Equal(t, c.main, c.fileChannel(), "a file went on a data channel before one was open")
+	awaitControlLane(t, c)
+	require.Len(t, c.laneChannels(), 1, "data channels")
+}
+
+// awaitControlLane waits for the data channel the control lane is opening, if any.
+func awaitControlLane(t *testing.T, c *Client) {
+	t.Helper()
+	c.ctl.mu.Lock()
+	opening := c.ctl.opening
+	c.ctl.mu.Unlock()
+	if opening != nil {
+		within(t, func() { <-opening })
+	}
 }
 
 // file returns the path of name in the data directory, written with data unless data
@@ -362,7 +386,7 @@ func TestStripeTransfers(t *testing.T) {
 		f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
 		require.NoError(t, err)
 		requireSameBytes(t, data, got)
-		require.Len(t, c.chans.live(), 4)
+		require.Len(t, c.chans.live(), 5, "the main channel and four data channels")
 		require.Equal(t, 1, e.serverHandles(name), "sibling handles left open")
 		closeFile(t, f)
 		require.Zero(t, e.serverHandles(name))
@@ -381,7 +405,7 @@ func TestStripeTransfers(t *testing.T) {
 			f, n, err := upload(t, c, name, data, sized, at, func() error { return e.awaitLanes(c, name, 4) })
 			require.NoError(t, err)
 			require.Equal(t, int64(stripeSize), n)
-			require.Len(t, c.chans.live(), 4)
+			require.Len(t, c.chans.live(), 5)
 			require.Equal(t, 1, e.serverHandles(name), "sibling handles left open")
 			closeFile(t, f)
 			require.Zero(t, e.serverHandles(name))
@@ -446,8 +470,8 @@ func TestStripeTinyFiles(t *testing.T) {
 			requireSameBytes(t, data, readLocal(t, up2))
 		})
 	}
-	require.Len(t, c.chans.live(), 1, "tiny transfers opened channels")
-	require.Equal(t, 1, e.sessions(t))
+	require.Len(t, c.chans.live(), 2, "tiny transfers opened channels beyond the first data channel")
+	require.Equal(t, 2, e.sessions(t))
 }
 
 func TestStripeReusesChannels(t *testing.T) {
@@ -460,8 +484,8 @@ func TestStripeReusesChannels(t *testing.T) {
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
-	require.Len(t, c.chans.live(), 4)
-	require.Equal(t, 4, e.sessions(t))
+	require.Len(t, c.chans.live(), 5)
+	require.Equal(t, 5, e.sessions(t))
 
 	up := e.file(t, "up", nil)
 	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return e.awaitLanes(c, up, 4) })
@@ -470,8 +494,8 @@ func TestStripeReusesChannels(t *testing.T) {
 	closeFile(t, f)
 	requireSameBytes(t, data, readLocal(t, up))
 	e.requireStriped(t, up, 4, stripeSize, true)
-	require.Len(t, c.chans.live(), 4)
-	require.Equal(t, 4, e.sessions(t), "the second transfer opened channels")
+	require.Len(t, c.chans.live(), 5)
+	require.Equal(t, 5, e.sessions(t), "the second transfer opened channels")
 }
 
 func TestStripeMaxSessions(t *testing.T) {
@@ -510,14 +534,15 @@ func elsewhere(f func() error) error {
 	}
 }
 
-// failLane kills the first extra channel, as a broken channel would die.
+// failLane kills the channel opened last, as a broken channel would die: one a
+// transfer striped onto, not the one its File is on (the first data channel).
 func failLane(c *Client) error {
 	live := c.chans.live()
-	if len(live) < 2 {
-		return fmt.Errorf("%d channels: none to kill", len(live))
+	if len(live) < 3 {
+		return fmt.Errorf("%d channels: no sibling's to kill", len(live))
 	}
 	return elsewhere(func() error {
-		live[1].fail(errors.New("killed by the test"))
+		live[len(live)-1].fail(errors.New("killed by the test"))
 		return nil
 	})
 }
@@ -540,7 +565,7 @@ func TestStripeChannelFailure(t *testing.T) {
 		requireSameBytes(t, data[:len(got)], got)
 		_, err = c.Stat(ctx, name)
 		require.NoError(t, err, "the main channel after a lane died")
-		require.Len(t, c.chans.live(), 3)
+		require.Len(t, c.chans.live(), 4)
 		// The dead channel's sftp-server goes when sshd notices; the others' siblings
 		// were closed by the transfer.
 		require.NoError(t, e.waitServerHandles(name, 1))
@@ -551,7 +576,7 @@ func TestStripeChannelFailure(t *testing.T) {
 		require.NoError(t, err)
 		requireSameBytes(t, data, got)
 		closeFile(t, f)
-		require.Len(t, c.chans.live(), 4)
+		require.Len(t, c.chans.live(), 5)
 	})
 
 	t.Run("upload", func(t *testing.T) {
@@ -687,7 +712,7 @@ func TestStripeAppendNeverStripes(t *testing.T) {
 	closeFile(t, f)
 
 	requireSameBytes(t, append(old, more...), readLocal(t, name))
-	require.Len(t, c.chans.live(), 1)
+	require.Len(t, c.chans.live(), 2, "the main channel and the first data channel")
 	require.Equal(t, 1, e.opened(t, name), "handles opened on the file")
 }
 
@@ -716,8 +741,8 @@ func TestStripeConcurrentTransfers(t *testing.T) {
 	requireSameBytes(t, downData, got)
 	requireSameBytes(t, upData, readLocal(t, up))
 	// Both transfers share the Client's channels rather than each opening its own.
-	require.LessOrEqual(t, len(c.chans.live()), 4)
-	require.LessOrEqual(t, e.sessions(t), 4)
+	require.LessOrEqual(t, len(c.chans.live()), 5)
+	require.LessOrEqual(t, e.sessions(t), 5)
 	require.NoError(t, e.waitServerHandles(down, 0), "handles left open")
 	require.NoError(t, e.waitServerHandles(up, 0), "handles left open")
 }
@@ -738,7 +763,7 @@ func TestStripeEndsWhileSiblingsOpen(t *testing.T) {
 	f, _, err := download(t, c, warm, 1, func() error { return e.awaitLanes(c, warm, 4) })
 	require.NoError(t, err)
 	closeFile(t, f)
-	require.Len(t, c.chans.live(), 4)
+	require.Len(t, c.chans.live(), 5)
 
 	// The writer fails as soon as the server has opened the siblings: their HANDLE
 	// replies are then half a round trip away.
