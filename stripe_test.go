@@ -65,9 +65,19 @@ func shmDir(t *testing.T) string {
 }
 
 // client connects a Client to the sshd (through addr when it is set, e.g. a delay
-// proxy). The returned function closes the Client and then its SSH connection; it is
-// idempotent and also runs at cleanup.
+// proxy), with its first data channel open. The returned function closes the Client
+// and then its SSH connection; it is idempotent and also runs at cleanup.
 func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, func()) {
+	t.Helper()
+	c, closeAll := e.newClient(t, addr, opts...)
+	// Files then go on a data channel from the first, as they do on a long link once
+	// its first data channel is open (see controllane.go).
+	readyControlLane(t, c)
+	return c, closeAll
+}
+
+// newClient is client without waiting for the first data channel.
+func (e *stripeEnv) newClient(t *testing.T, addr string, opts ...Option) (*Client, func()) {
 	t.Helper()
 	if addr == "" {
 		addr = e.sshd.Addr
@@ -82,9 +92,6 @@ func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, 
 		sc.Close()
 		t.Fatalf("NewClient: %v", err)
 	}
-	// Files then go on a data channel from the first, as they do on a long link once
-	// its first data channel is open (see controllane.go).
-	readyControlLane(t, c)
 	var once sync.Once
 	closeAll := func() {
 		once.Do(func() {
