@@ -27,6 +27,7 @@ type job struct {
 	Size    int64         `json:"size"` // a tree's: all its files' bytes
 	Timeout time.Duration `json:"timeout"`
 	Sluice  sluiceOptions `json:"sluice"`
+	Soak    *soakJob      `json:"soak,omitempty"` // a soak (soak.go) rather than a transfer
 }
 
 // childResult is the child's one line of output.
@@ -52,6 +53,9 @@ func childMain(spec string) int {
 	if err := json.Unmarshal([]byte(spec), &j); err != nil {
 		fmt.Fprintln(os.Stderr, "child: bad job:", err)
 		return 2
+	}
+	if j.Soak != nil {
+		return soakChildMain(&j)
 	}
 	r := findRow(j.Row)
 	if r == nil || r.childFunc(&j) == nil {

@@ -10,6 +10,7 @@
 //	go run ./cmd/compare -size 64MiB -rounds 1           # smoke check
 //	go run ./cmd/compare -rtt 0,10ms,50ms                # the full comparison
 //	go run ./cmd/compare -case tree -rtt 0,50ms          # many small files only
+//	go run ./cmd/compare -case soak -rtt 50ms            # Stat latency under bulk reads
 package main
 
 import (
@@ -62,6 +63,13 @@ type config struct {
 	workRoot string
 	verbose  bool
 	sluice   sluiceOptions
+	soak     soakOptions
+}
+
+// soakOptions shape the soak case (soak.go).
+type soakOptions struct {
+	workers  int
+	duration time.Duration
 }
 
 // sluiceOptions are the "sluice tuned" row's settings; 0 leaves the library default.
@@ -113,6 +121,7 @@ type benchCase string
 const (
 	caseFile benchCase = "file"
 	caseTree benchCase = "tree"
+	caseSoak benchCase = "soak" // Stat latency under bulk load, soak.go; not part of "all"
 )
 
 // treeShape is the tree case's source: files of fileSize bytes spread over dirs
@@ -130,7 +139,7 @@ func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
 		size     = fs.String("size", "auto", "bytes per transfer, e.g. 64MiB, 1GiB; auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
-		cases    = fs.String("case", "all", "comma-separated cases: file (one big file), tree (many small files), or all")
+		cases    = fs.String("case", "all", "comma-separated cases: file (one big file), tree (many small files), soak (Stat latency while reads run on the same Client), or all (file and tree)")
 		rtts     = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
 		rounds   = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
 		rowsFlag = fs.String("rows", "all", "comma-separated rows: "+strings.Join(rowIDs(), ","))
@@ -147,6 +156,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.sluice.Parallel, "sluice-parallel", 64, "sluice tuned, tree case: Parallel (0 = library default)")
 	fs.IntVar(&cfg.tree.files, "tree-files", 0, "files in the tree case; 0 = 1000 at RTT 0, 200 behind the delay proxy")
 	fs.IntVar(&cfg.tree.dirs, "tree-dirs", 10, "directories the tree case's files are spread over (every other one nested in the one before)")
+	fs.IntVar(&cfg.soak.workers, "soak-workers", 64, "soak case: goroutines on the one Client (half Stat, half 4 MiB reads)")
+	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -172,6 +183,12 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if cfg.sluice.Parallel < 0 || cfg.sluice.Parallel > 1024 {
 		return nil, fmt.Errorf("-sluice-parallel %d: want 1 to 1024 (0 = library default)", cfg.sluice.Parallel)
+	}
+	if cfg.soak.workers < 2 || cfg.soak.workers > 1024 {
+		return nil, fmt.Errorf("-soak-workers %d: want 2 to 1024", cfg.soak.workers)
+	}
+	if cfg.soak.duration < time.Second || cfg.soak.duration > 10*time.Minute {
+		return nil, fmt.Errorf("-soak-time %v: want 1s to 10m", cfg.soak.duration)
 	}
 	cfg.tree.fileSize = treeFileSize
 	for _, s := range strings.Split(*rtts, ",") {
@@ -242,13 +259,13 @@ func parseCases(spec string) ([]benchCase, error) {
 	want := map[benchCase]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		c := benchCase(strings.TrimSpace(s))
-		if c != caseFile && c != caseTree {
-			return nil, fmt.Errorf("-case %q: want file, tree or all", s)
+		if c != caseFile && c != caseTree && c != caseSoak {
+			return nil, fmt.Errorf("-case %q: want file, tree, soak or all", s)
 		}
 		want[c] = true
 	}
 	var out []benchCase
-	for _, c := range []benchCase{caseFile, caseTree} {
+	for _, c := range []benchCase{caseFile, caseTree, caseSoak} {
 		if want[c] {
 			out = append(out, c)
 		}
