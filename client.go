@@ -94,7 +94,9 @@ func WithMaxPacket(n int) Option {
 }
 
 // WithChannels sets the most SFTP channels a Client opens on its SSH connection to
-// stripe large transfers (default 4). NewClientPipe always uses one.
+// stripe large transfers (default 4). On links where it stripes, these data channels
+// carry the files and the Client's first channel is kept for small calls beside them.
+// NewClientPipe always uses one.
 func WithChannels(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 64 {
