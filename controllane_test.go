@@ -52,9 +52,10 @@ func TestControlLanePlacement(t *testing.T) {
 
 		// A striped transfer opens the other data channels; idle files then spread
 		// over all four.
-		got, err := c.ReadFile(ctx, name)
+		f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
 		require.NoError(t, err)
 		requireSameBytes(t, data, got)
+		closeFile(t, f)
 		require.Len(t, c.laneChannels(), 4, "data channels")
 		on := map[*conn]bool{}
 		for range 4 {
@@ -95,7 +96,20 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 	writeLocal(t, filepath.Join(local, "up-small"), small, 0o644)
 	writeLocal(t, filepath.Join(local, "up-big"), big, 0o644)
 
-	got, err := c.ReadFile(ctx, bigName)
+	// Striped both ways, over four data channels (the helpers hold the transfer
+	// until its lanes are open, so it cannot end on fewer).
+	f, got, err := download(t, c, bigName, 1, func() error { return e.awaitLanes(c, bigName, 4) })
+	require.NoError(t, err)
+	requireSameBytes(t, big, got)
+	closeFile(t, f)
+	upName := e.file(t, "up-big", nil)
+	f, n64, err := upload(t, c, upName, big, true, 1<<20, func() error { return e.awaitLanes(c, upName, 4) })
+	require.NoError(t, err)
+	require.Equal(t, int64(len(big)), n64)
+	closeFile(t, f)
+	requireSameBytes(t, big, readLocal(t, upName))
+	// And the calls that open files for the caller, striped or not.
+	got, err = c.ReadFile(ctx, bigName)
 	require.NoError(t, err)
 	requireSameBytes(t, big, got)
 	require.NoError(t, c.WriteFile(ctx, e.file(t, "wf-big", nil), big, 0o644))
@@ -103,7 +117,7 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 	require.NoError(t, c.Get(ctx, bigName, filepath.Join(local, "got-big")))
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "up-small"), e.file(t, "put-small", nil)))
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "up-big"), e.file(t, "put-big", nil)))
-	f, err := c.OpenFile(ctx, smallName, os.O_RDWR, 0)
+	f, err = c.OpenFile(ctx, smallName, os.O_RDWR, 0)
 	require.NoError(t, err)
 	p := make([]byte, len(small))
 	var n int
@@ -127,7 +141,9 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 	taps.mu.Lock()
 	all := slices.Clone(taps.taps)
 	taps.mu.Unlock()
-	require.Len(t, all, 5, "channels: the main one and four data channels")
+	// Channel opens a transfer gave up when it ended are tapped too: the main channel
+	// is the first tapped all the same.
+	require.Same(t, c.main, c.chans.live()[0])
 	onMain := all[0].requests()
 	for _, typ := range []sshfx.PacketType{sshfx.TypeOpen, sshfx.TypeRead, sshfx.TypeWrite, sshfx.TypeFstat} {
 		require.NotContains(t, onMain, typ, "a file's request on the main channel")
@@ -142,8 +158,8 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 	busyUp, up := taps.busy(true)
 	require.GreaterOrEqual(t, busyDown, 2, "channels that carried DATA")
 	require.GreaterOrEqual(t, busyUp, 2, "channels that carried WRITEs")
-	require.Equal(t, 2*len(big)+2*len(small), down, "DATA bytes over the data channels")
-	require.Equal(t, 2*len(big)+len(small)+10, up, "WRITE bytes over the data channels")
+	require.Equal(t, 3*len(big)+2*len(small), down, "DATA bytes over the data channels")
+	require.Equal(t, 3*len(big)+len(small)+10, up, "WRITE bytes over the data channels")
 }
 
 // holdReader stands between a channel and the Client's reader: once hold is called,
@@ -210,7 +226,9 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	holds := &holdReaders{}
 	c, _ := e.client(t, "", WithChannels(4), withStreamWrap(holds.wrap))
 	ctx := testCtx(t)
-	data := randBytes(4<<20+5, 34) // not large enough to stripe: one lane
+	// Under stripeMin, so one lane, which asks for 12 READs (readLaneCap), 3 MiB: more
+	// than the window holds.
+	data := randBytes(6<<20+5, 34)
 	name := e.file(t, "stuck", data)
 	other := randBytes(300<<10, 35)
 	otherName := e.file(t, "other", other)
@@ -219,21 +237,25 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	require.NoError(t, err)
 	stuck := f.cn
 	require.Same(t, c.laneChannels()[0], stuck)
-	// The channels open in order: main, then the first data channel. It is held once
-	// the transfer has started (the FSTAT that sizes it has been answered).
+	// The channels open in order: main, then the first data channel.
 	held := holds.get(1)
+	held.hold()
 	t.Cleanup(held.release) // before the Client's Close, which waits for its reader
-	var buf bytes.Buffer
+	buf := make([]byte, len(data))
 	res := make(chan error, 1)
 	go func() {
-		_, err := f.WriteTo(&tripWriter{w: &buf, n: 1, trip: func() error { held.hold(); return nil }})
+		n, err := f.ReadAt(buf, 0)
+		if err == nil && n != len(buf) {
+			err = fmt.Errorf("ReadAt read %d bytes of %d", n, len(buf))
+		}
 		res <- err
 	}()
 	within(t, func() { <-held.waiting })
-	// The server has written a window's worth more than the client took (less what
-	// sshd and the pipe to it may hold): the channel is full, its READs answered on
-	// the server's side but not on the client's.
-	require.NoError(t, e.awaitServerWrote(name, held.passed.Load()+channelWindow-64<<10))
+	// The server has written a window's worth more than the client took, less what
+	// x/crypto has yet to grant back (it sends a window adjust once 96 KiB are owed):
+	// the channel is full, the READs answered on the server's side but not the
+	// client's.
+	require.NoError(t, e.awaitServerWrote(name, held.passed.Load()+channelWindow-128<<10))
 
 	_, err = c.Stat(ctx, name)
 	require.NoError(t, err, "Stat while a data channel is full")
@@ -264,7 +286,7 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	held.release()
 	within(t, func() { err = <-res })
 	require.NoError(t, err)
-	requireSameBytes(t, data, buf.Bytes())
+	requireSameBytes(t, data, buf)
 	closeFile(t, f)
 }
 
@@ -336,7 +358,7 @@ func TestControlLaneClientClose(t *testing.T) {
 		require.NoError(t, err)
 		requireSameBytes(t, data, got)
 		live := c.chans.live()
-		require.Len(t, live, 5)
+		require.GreaterOrEqual(t, len(live), 2, "the main channel and data channels")
 		f, err := c.Open(ctx, name)
 		require.NoError(t, err)
 		require.NotSame(t, c.main, f.cn)
