@@ -425,6 +425,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.ctl.stop()
 		c.chans.closeAll()
+		c.ctl.wait()
 	})
 	return nil
 }
