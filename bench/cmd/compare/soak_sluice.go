@@ -61,7 +61,7 @@ func sluiceSoak(ctx context.Context, j *job) (soakResult, error) {
 				_, err := c.Stat(rctx, s.StatPath)
 				if err != nil {
 					if rctx.Err() == nil {
-						fail(fmt.Errorf("Stat: %w", err))
+						fail(fmt.Errorf("stat %s: %w", s.StatPath, err))
 					}
 					break
 				}
