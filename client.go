@@ -47,6 +47,8 @@ const (
 	// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
 	packetSlack   = 1024
 	defaultFlight = 64
+	// defaultChannels is the ceiling of lanes a transfer may use (see WithChannels).
+	defaultChannels = 16
 )
 
 type options struct {
@@ -94,8 +96,11 @@ func WithMaxPacket(n int) Option {
 }
 
 // WithChannels sets the most SFTP channels a Client opens on its SSH connection to
-// stripe large transfers (default 4). On links where it stripes, these data channels
-// carry the files and the Client's first channel is kept for small calls beside them.
+// stripe large transfers (default 16, enough for a 100 ms link). Within that ceiling a
+// transfer sizes its lanes to the link: none extra below 2 ms round trip, else as many
+// as the round trip suggests, more while each doubling still adds speed. On links where
+// it stripes, these data channels carry the files and the Client's first channel is
+// kept for small calls beside them.
 // NewClientPipe always uses one.
 func WithChannels(n int) Option {
 	return func(o *options) error {
@@ -200,6 +205,7 @@ type Client struct {
 	openChannel func(ctx context.Context) (*conn, error)
 	chans       channelSet
 	ctl         controlLane // opens data channels for files (controllane.go)
+	laneMemory  laneMemory  // the lane counts transfers settled on (lanerule.go)
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -253,7 +259,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 }
 
 func newClient(opts []Option) (*Client, error) {
-	c := &Client{opts: options{maxInflight: defaultFlight, channels: 4, stripeMinRTT: defaultStripeMinRTT}}
+	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT}}
 	for _, o := range opts {
 		if o == nil {
 			continue

@@ -79,10 +79,18 @@ func TestFileDeadlineTimerEndsAStalledWrite(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 
+	// The WRITE is on the server, stalled, before the deadline is brought in: a
+	// deadline that passed before the call started would fail it without sending, and
+	// that is another test's case.
 	require.NoError(t, f.SetDeadline(time.Now().Add(time.Hour)))
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := f.Write(make([]byte, 100))
+		wrote <- err
+	}()
+	require.NoError(t, srv.WaitStalled(ctx, 1))
 	require.NoError(t, f.SetDeadline(time.Now().Add(time.Millisecond)))
-	_, err = f.Write(make([]byte, 100))
-	requireDeadline(t, err)
+	requireDeadline(t, <-wrote)
 	require.Equal(t, 1, srv.Stalled())
 
 	require.NoError(t, f.SetDeadline(time.Now().Add(time.Hour)))

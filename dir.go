@@ -16,10 +16,10 @@ import (
 
 // Directory listings. Every listing of this package goes through one reader, Dir:
 // ReadDir, the io/fs views, Walk, WalkDir, Glob, RemoveAll and recursive Get all read
-// their directories with it. A Dir fetches one READDIR page at a time, so its memory is
-// one page (at most one reply, 256 KiB on OpenSSH) however large the directory is.
-// What a listing holds in memory at once is bounded where the whole listing is kept:
-// see MaxReadDirEntries.
+// their directories with it. A Dir read in pages fetches one READDIR page at a time, so
+// its memory is one page (at most one reply, 256 KiB on OpenSSH) however large the
+// directory is; a whole listing has up to readAhead in flight. What a listing holds in
+// memory at once is bounded where the whole listing is kept: see MaxReadDirEntries.
 
 const (
 	// MaxReadDirEntries is the most entries a whole-directory listing holds: ReadDir,
@@ -79,7 +79,20 @@ type Dir struct {
 	err     error         // io.EOF at the end; else the failure, sticky
 	empties int           // pages in a row that brought no entry
 	closed  bool
+
+	// ahead holds the READDIRs sent whose replies fill has not taken yet, in the
+	// order they went out. A whole listing sends them in batches (see readAhead).
+	ahead []pendingReq
+	batch int // READDIRs the next batch sends; 0 until a whole listing starts
 }
+
+// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
+// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
+// READDIR at a time pays two round trips where one would do: the first batch sends
+// two, which brings a small directory's page and its EOF together. A listing that
+// goes on doubles its batch up to readAhead, so a large directory costs a round trip
+// per readAhead pages; what is in flight is bounded by readAhead replies.
+const readAhead = 4
 
 // OpenDir opens the named directory for reading. ctx bounds only the open; each read
 // takes its own ctx (ReadDirContext), or none (ReadDir), and Close ends any read.
@@ -167,6 +180,9 @@ func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 func (d *Dir) readAll(ctx context.Context, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
 	var out []fs.DirEntry
 	size := 0
+	if d.batch == 0 {
+		d.batch = 2
+	}
 	for {
 		for _, e := range d.page {
 			size += entrySize(e)
@@ -206,45 +222,132 @@ func entrySize(e fs.DirEntry) int {
 }
 
 // fill fetches the next page into d.page, or sets d.err. Called with mu held and
-// d.page empty.
+// d.page empty. It sends d.batch READDIRs when none is in flight (one while no whole
+// listing set a batch), and takes their replies one per call, in the order sent.
 func (d *Dir) fill(ctx context.Context) {
 	if err := ctx.Err(); err != nil {
+		d.abandonAhead()
 		d.err = fmt.Errorf("sftp: %w", err)
 		return
 	}
-	r, err := d.cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeReaddir, id, d.handle) })
-	if err != nil {
-		d.err = err
-		return
-	}
-	names, err := decodeName("READDIR", &r)
-	r.release()
-	if err != nil {
-		if err != io.EOF {
-			err = d.cn.check(err)
+	if len(d.ahead) == 0 {
+		if err := d.sendBatch(ctx); err != nil {
+			d.err = err
+			return
 		}
+	}
+	r := d.ahead[0]
+	d.ahead = d.ahead[1:]
+	page, err := d.take(ctx, r)
+	if err == io.EOF && len(d.ahead) > 0 {
+		// The READDIRs sent behind the one that found the end. On a server that
+		// carries out a handle's requests in order they find EOF too; one that did
+		// not may have given them the pages, so those are kept, and the listing goes
+		// on until a batch ends at EOF with nothing after it.
+		page, err = d.drainAfterEOF(ctx)
+	}
+	switch {
+	case err == nil:
+	case err == io.EOF:
+		d.err = io.EOF
+		return
+	default:
+		d.abandonAhead()
 		d.err = err
 		return
 	}
-	page := make([]fs.DirEntry, 0, len(names))
-	for _, e := range names {
+	var invalid error
+	kept := make([]fs.DirEntry, 0, len(page))
+	for _, e := range page {
 		if e.name == "." || e.name == ".." {
 			continue
 		}
 		if !validEntryName(e.name) {
-			d.err = fmt.Errorf("%w: %q", ErrInvalidEntryName, e.name)
+			invalid = fmt.Errorf("%w: %q", ErrInvalidEntryName, e.name)
 			break
 		}
-		page = append(page, dirEntry{newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname))})
+		kept = append(kept, dirEntry{newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname))})
 	}
-	d.page = page
-	if len(page) > 0 || d.err != nil {
+	d.page = kept
+	if invalid != nil {
+		d.abandonAhead()
+		d.err = invalid
+	}
+	if len(kept) > 0 || d.err != nil {
 		d.empties = 0
 		return
 	}
 	if d.empties++; d.empties >= maxEmptyPages {
+		d.abandonAhead()
 		d.err = fmt.Errorf("sftp: the server sent %d READDIR replies in a row without an entry", d.empties)
 	}
+}
+
+// sendBatch sends the next batch of READDIRs into d.ahead. An error means none went
+// out.
+func (d *Dir) sendBatch(ctx context.Context) error {
+	n := max(d.batch, 1)
+	if d.batch > 0 {
+		d.batch = min(2*d.batch, readAhead)
+	}
+	for range n {
+		r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1), sent: true}
+		if err := d.cn.send(ctx, r.id, appendString1(nil, sshfx.TypeReaddir, r.id, d.handle), r.ch); err != nil {
+			if len(d.ahead) == 0 {
+				return err
+			}
+			break // the ones sent are taken first; the next call sends again
+		}
+		d.ahead = append(d.ahead, r)
+	}
+	return nil
+}
+
+// take waits for the reply to the READDIR r and decodes it: a page, io.EOF, or an
+// error.
+func (d *Dir) take(ctx context.Context, r pendingReq) ([]nameEntry, error) {
+	resp, err := d.cn.wait(ctx, r.id, r.ch)
+	if err != nil {
+		return nil, err
+	}
+	names, err := decodeName("READDIR", &resp)
+	resp.release()
+	if err != nil && err != io.EOF {
+		err = d.cn.check(err)
+	}
+	return names, err
+}
+
+// drainAfterEOF takes the replies still in flight once one said EOF. Their EOFs and
+// errors say nothing more (the listing had ended); a page among them, which only a
+// server that reorders a handle's requests sends, is returned, and the listing goes
+// on. It returns io.EOF when none brought a page.
+func (d *Dir) drainAfterEOF(ctx context.Context) ([]nameEntry, error) {
+	var pages []nameEntry
+	for len(d.ahead) > 0 {
+		r := d.ahead[0]
+		d.ahead = d.ahead[1:]
+		page, err := d.take(ctx, r)
+		if err == nil {
+			pages = append(pages, page...)
+			continue
+		}
+		if ctx.Err() != nil || d.cn.failed() != nil {
+			return nil, err
+		}
+	}
+	if pages == nil {
+		return nil, io.EOF
+	}
+	return pages, nil
+}
+
+// abandonAhead forgets the READDIRs in flight: their replies are dropped.
+func (d *Dir) abandonAhead() {
+	for _, r := range d.ahead {
+		d.cn.abandon(r.id, r.ch)
+	}
+	d.ahead = nil
 }
 
 // Close closes the directory handle, ending any read in progress. A second Close
@@ -263,11 +366,63 @@ func (d *Dir) close(ctx context.Context) error {
 		return pathErr("close", d.name, fs.ErrClosed)
 	}
 	d.closed, d.page = true, nil
+	d.abandonAhead()
 	if ctx.Err() != nil {
 		d.c.closeHandleBackground(d.cn, d.handle)
 		return nil
 	}
 	return pathErr("close", d.name, d.c.closeHandleWait(ctx, d.cn, d.handle))
+}
+
+// closeSent is a directory's CLOSE sent without waiting for its reply.
+type closeSent struct {
+	d   *Dir
+	req pendingReq
+}
+
+// sendClose sends the CLOSE of a Dir nobody reads any more and returns without
+// waiting for the reply; wait takes it. A listing is whole once READDIR said EOF, so
+// a walk need not spend a round trip on each directory's CLOSE before going on: it
+// collects them, and waits for them all before it returns, so no handle is left
+// open behind it. When ctx has ended the CLOSE goes out in the background, as close
+// does.
+func (d *Dir) sendClose(ctx context.Context) closeSent {
+	d.cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cs := closeSent{d: d}
+	if d.closed {
+		return cs
+	}
+	d.closed, d.page = true, nil
+	d.abandonAhead()
+	if ctx.Err() != nil {
+		d.c.closeHandleBackground(d.cn, d.handle)
+		return cs
+	}
+	r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1)}
+	if err := d.cn.send(ctx, r.id, appendString1(nil, sshfx.TypeClose, r.id, d.handle), r.ch); err != nil {
+		d.c.closeHandleBackground(d.cn, d.handle)
+		return cs
+	}
+	r.sent = true
+	cs.req = r
+	return cs
+}
+
+// wait waits, while ctx lasts, for the reply to the CLOSE, and returns its error. A
+// CLOSE that could not be sent was handed to the background and is not waited for;
+// once ctx ends the reply is dropped.
+func (cs closeSent) wait(ctx context.Context) error {
+	if !cs.req.sent {
+		return nil
+	}
+	r, err := cs.d.cn.wait(ctx, cs.req.id, cs.req.ch)
+	if err != nil {
+		return pathErr("close", cs.d.name, err)
+	}
+	defer r.release()
+	return pathErr("close", cs.d.name, cs.d.cn.check(expectStatus("CLOSE", &r)))
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched
@@ -323,22 +478,40 @@ func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error
 
 // readDir is ReadDir with readAll's charge.
 func (c *Client) readDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
+	entries, cs, err := c.listDir(ctx, name, charge)
+	if err != nil {
+		return nil, err
+	}
+	if err := cs.wait(ctx); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// listDir is readDir that sends the directory's CLOSE and returns without waiting
+// for its reply: the caller must wait for cs before it returns. On an error the
+// CLOSE has been waited for already (while ctx allows), and cs is empty.
+func (c *Client) listDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
 	d, err := c.openDir(ctx, name)
 	if err != nil {
-		return nil, pathErr("readdir", name, err)
+		return nil, cs, pathErr("readdir", name, err)
 	}
+	return d.listAll(ctx, charge)
+}
+
+// listAll is listDir on a Dir already open, which it closes.
+func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
+	name := d.name
 	d.mu.Lock()
-	entries, err := d.readAll(ctx, charge)
+	entries, err = d.readAll(ctx, charge)
 	d.mu.Unlock()
 	if err != nil {
 		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins
-		return nil, pathErr("readdir", name, err)
+		return nil, cs, pathErr("readdir", name, err)
 	}
-	if err := d.close(ctx); err != nil {
-		return nil, err
-	}
+	cs = d.sendClose(ctx)
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, nil
+	return entries, cs, nil
 }
 
 // dirEntry is an fs.DirEntry over the attributes READDIR sent: Info costs no request.

@@ -84,6 +84,10 @@ func TestDropbearStriped(t *testing.T) {
 	taps := &channelTaps{}
 	c, err := NewClient(testCtx(t), sc, WithChannels(4), withStreamWrap(taps.wrap))
 	require.NoError(t, err)
+	// Four lanes, as a count that has settled: this is about how they share the work.
+	// (The lane rule reads the window bound from OpenSSH's 2 MiB channel window, so
+	// against dropbear's 24 KiB it would not grow past the lanes it starts with.)
+	pinLanes(c, 4)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	ctx := testCtx(t)
 

@@ -237,6 +237,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 		return 0
 	}}, withStripeMinRTT(0))
 	c.opts.channels = 4
+	pinLanes(c, 4)
 	var opened atomic.Int32
 	c.openChannel = func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()

@@ -30,12 +30,23 @@ const channelWindow = 2 << 20
 // the scheduler, while a lane parked on an exhausted window takes no more.
 const maxUnsent = 2
 
+// windowBudget bounds, in bytes, the window of a striped transfer. What a download
+// holds (requests whose data has arrived but is not yet consumed, the data of every
+// reply in flight once it lands) and what an upload holds (sibling WRITEs until
+// acknowledged, see heldBuf) are at most the window's buffers; with the garbage
+// collector's headroom the process then stays within about twice this. 32 MiB keeps
+// 16 lanes at a full 2 MiB window each, and carries 320 MiB/s at 100 ms, more than
+// two cores move through SSH.
+const windowBudget = 32 << 20
+
 // window is how many requests a transfer keeps in flight: the configured depth, and
-// enough per lane to fill a 2 MiB channel window when striping.
+// when striping enough per lane to fill a 2 MiB channel window (12 requests), up to
+// windowBudget.
 func (c *Client) window() int {
 	w := c.opts.maxInflight
 	if c.stripes() {
-		w = max(w, c.opts.channels*12)
+		size := max(c.limits.MaxRead, c.limits.MaxWrite, minDataSize) + packetSlack
+		w = max(w, min(c.opts.channels*12, windowBudget/size))
 	}
 	return w
 }
@@ -50,17 +61,18 @@ func (f *File) window() int {
 	return w
 }
 
-// writeBuffers is how many data buffers an upload holds at once, read and not yet
-// written to a channel: enough for every reader and for each lane's unsent WRITEs.
-// A WRITE in flight holds a window slot but no buffer (the channel has copied it), so
-// this, not the window, is what an upload keeps in memory, and a small set of buffers
-// stays warm in the pool instead of a window's worth churning through the GC.
+// writeBuffers is how many data buffers an upload holds at once: read and not yet
+// written to a channel, or (striping) in flight on a sibling lane. On one lane that
+// is enough for every reader and the lane's unsent WRITEs: a WRITE in flight there
+// holds a window slot but no buffer (the channel has copied it), so a small set of
+// buffers stays warm in the pool instead of a window's worth churning through the GC.
+// A sibling's WRITEs keep their buffers until acknowledged, to be sent again if the
+// sibling dies (heldBuf), so a striped upload may hold its whole window.
 func writeBuffers(c *Client, window int) int {
-	lanes := 1
 	if c.stripes() {
-		lanes = c.opts.channels
+		return window
 	}
-	return min(window, readAtWorkers+maxUnsent*lanes)
+	return min(window, readAtWorkers+maxUnsent)
 }
 
 // readLaneCap is how many READs of size one lane keeps at the server when striping:

@@ -100,7 +100,8 @@ func Fsync() TransferOption {
 
 // Parallel sets how many files a tree transfer keeps in flight, and how many
 // directories it lists or creates at once. By default 16 files are in flight, and up
-// to 128 when they are small (one READ or WRITE each); Parallel(n) sets both to n.
+// to 512 when they are small (one READ or WRITE each), as long as those hold no more
+// than 32 MiB together; Parallel(n) sets both counts to n.
 // Files in flight each hold a remote handle; the value is lowered to fit the server's
 // limit on open handles when it publishes one. A tree of small files is bound by round
 // trips, not bandwidth, so it gains from many in flight; large files gain less, each
@@ -143,6 +144,8 @@ type getPutCall struct {
 	// share is how many files move side by side: each file's transfer keeps that
 	// share of the window (File.share), so a tree's memory stays bounded.
 	share int
+	// rootDir is a recursive Get's root, opened with its Stat, for the walk to list.
+	rootDir *Dir
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
@@ -170,6 +173,30 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 	return t, nil
 }
 
+// preopened is an OPENDIR sent before it is known to be wanted.
+type preopened struct {
+	done chan struct{} // closed once d and err are set; nil when none was sent
+	d    *Dir
+	err  error
+}
+
+// take waits for the OPENDIR and returns its Dir, or nil when it failed (the walk
+// then opens the directory itself, and reports what goes wrong there).
+func (p *preopened) take() *Dir {
+	if p.done == nil {
+		return nil
+	}
+	<-p.done
+	return p.d
+}
+
+// discard closes the Dir the OPENDIR opened, if it did, while ctx allows.
+func (p *preopened) discard(ctx context.Context) {
+	if d := p.take(); d != nil {
+		d.close(ctx)
+	}
+}
+
 var (
 	errNeedRecursive = errors.New("sftp: is a directory (use Recursive to copy trees)")
 	errNotRegular    = errors.New("sftp: not a regular file or directory")
@@ -194,7 +221,27 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if err != nil {
 		return err
 	}
+	// A recursive Get will list remote if it is a directory: its OPENDIR goes out with
+	// the Stat rather than a round trip after it.
+	var pre preopened
+	if t.o.recursive {
+		pre.done = make(chan struct{})
+		go func() {
+			defer close(pre.done)
+			pre.d, pre.err = c.openDir(ctx, remote)
+		}()
+	}
 	fi, err := c.Stat(ctx, remote)
+	if err == nil && fi.IsDir() {
+		t.rootDir = pre.take()
+	} else {
+		pre.discard(ctx)
+	}
+	defer func() {
+		if t.rootDir != nil {
+			t.rootDir.close(ctx) // not listed: the Get failed before its walk
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -239,18 +286,22 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return err
 	}
 	dst := remote
+	if fi.IsDir() {
+		if !t.o.recursive {
+			return pathErr("put", local, errNeedRecursive)
+		}
+		var root remoteRoot
+		if dst, root, err = t.lookRemoteRoot(ctx, remote, filepath.Base(local)); err != nil {
+			return err
+		}
+		return t.putTree(ctx, local, dst, fi, root)
+	}
 	rfi, err := c.Stat(ctx, remote)
 	switch {
 	case err == nil && rfi.IsDir():
 		dst = path.Join(remote, filepath.Base(local))
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
-	}
-	if fi.IsDir() {
-		if !t.o.recursive {
-			return pathErr("put", local, errNeedRecursive)
-		}
-		return t.putTree(ctx, local, dst, fi)
 	}
 	if !fi.Mode().IsRegular() {
 		return pathErr("put", local, errNotRegular)

@@ -2,7 +2,12 @@ package sftp
 
 import (
 	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
@@ -25,24 +30,31 @@ type lane struct {
 }
 
 // lanes is the part of a transfer that knows its channels: it picks the lane for each
-// request, takes in lanes as they are opened, and closes them at the end.
+// request, takes in lanes as they are opened, sizes their number (lanerule.go), drops
+// a sibling whose channel died, and closes the siblings at the end.
 type lanes struct {
 	f      *File
-	ch     chan response // every reply of the transfer, from every lane
-	all    []*lane
+	ch     chan response  // every reply of the transfer, from every lane
+	all    []*lane        // all[0] is the File's own lane
+	active int            // requests go to all[:active]; the rest stay open, idle
 	pflags sshfx.OpenFlag // how siblings are opened: READ, or WRITE without CREAT/TRUNC
+	upload bool
 
-	joins  chan *lane // from the opener; nil until striping starts
+	ctl    laneCtl
+	joins  chan *lane // from the opener: new lanes, and nil when a round is done
+	want   chan int   // to the opener: the lane count to reach
 	stop   context.CancelFunc
 	opened chan struct{} // closed when the opener is done
 }
 
-func (f *File) newLanes(window int, pflags sshfx.OpenFlag) lanes {
+func (f *File) newLanes(window int, pflags sshfx.OpenFlag, upload bool) lanes {
 	return lanes{
 		f:      f,
 		ch:     make(chan response, window+1),
 		all:    []*lane{{cn: f.cn, handle: f.handle}},
+		active: 1,
 		pflags: pflags,
+		upload: upload,
 	}
 }
 
@@ -52,20 +64,45 @@ func (ls *lanes) canStripe() bool {
 	return ls.joins == nil && !ls.f.append && c.stripes()
 }
 
-// stripe starts opening the file on the Client's other channels, in the background.
+// stripe starts adding lanes, as many as the rule starts with, in the background.
 func (ls *lanes) stripe() {
 	if !ls.canStripe() {
 		return
 	}
 	c := ls.f.c
-	ls.joins = make(chan *lane, c.opts.channels)
+	ceiling := c.opts.channels
+	// Room for every lane the opener can add and one end-of-round marker: a round is
+	// asked for only once the one before has ended.
+	ls.joins = make(chan *lane, ceiling+1)
+	ls.want = make(chan int, 1)
 	ls.opened = make(chan struct{})
 	ctx, cancel := context.WithCancel(ls.f.ctx)
 	ls.stop = cancel
-	go func() {
-		defer close(ls.opened)
-		c.eachChannel(ctx, c.opts.channels, func(cn *conn) {
-			if cn == ls.f.cn {
+	rtt := time.Duration(c.main.minRTT.Load())
+	ls.want <- ls.ctl.start(rtt, ceiling, c.laneMemory.of(ls.upload))
+	go ls.opener(ctx)
+}
+
+// opener opens the file on channels of the Client until the lanes reach the count
+// asked for, each round ending with a nil on joins.
+func (ls *lanes) opener(ctx context.Context) {
+	defer close(ls.opened)
+	c := ls.f.c
+	var mu sync.Mutex
+	used := map[*conn]bool{ls.f.cn: true}
+	for {
+		var n int
+		select {
+		case n = <-ls.want:
+		case <-ctx.Done():
+			return
+		}
+		c.eachChannel(ctx, n, func(cn *conn) {
+			mu.Lock()
+			taken := used[cn]
+			used[cn] = true
+			mu.Unlock()
+			if taken {
 				return
 			}
 			h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
@@ -75,22 +112,69 @@ func (ls *lanes) stripe() {
 				ls.joins <- &lane{cn: cn, handle: h, sibling: true}
 			}
 		})
-	}()
+		ls.joins <- nil
+	}
 }
 
-// join adds a lane the opener finished.
-func (ls *lanes) join(l *lane) { ls.all = append(ls.all, l) }
+// join takes what the opener sent: a new lane, or the end of a round (nil).
+func (ls *lanes) join(l *lane) {
+	if l == nil {
+		ls.ctl.roundDone(len(ls.all))
+	} else {
+		ls.all = append(ls.all, l)
+	}
+	ls.setActive()
+}
 
-// pick returns the lane with the fewest requests in flight: a lane held back by its
-// window collects requests, so new ones go to the others.
+func (ls *lanes) setActive() {
+	ls.active = len(ls.all)
+	if ls.ctl.target > 0 {
+		ls.active = max(1, min(ls.active, ls.ctl.target))
+	}
+}
+
+// moved tells the lane rule that n bytes of the transfer are done.
+func (ls *lanes) moved(n int) {
+	if ls.joins == nil {
+		return
+	}
+	if grow := ls.ctl.moved(n, ls.active); grow > 0 {
+		ls.want <- grow // room: a round is asked for only once the one before is done
+	}
+	ls.setActive()
+}
+
+// pick returns the working lane with the fewest requests in flight: a lane held back
+// by its window collects requests, so new ones go to the others.
 func (ls *lanes) pick() *lane {
 	best := ls.all[0]
-	for _, l := range ls.all[1:] {
+	for _, l := range ls.all[1:ls.active] {
 		if l.out < best.out {
 			best = l
 		}
 	}
 	return best
+}
+
+// survives reports whether the transfer can go on after a request on l failed with
+// err: l is a sibling whose channel is gone, and the transfer is alive. The caller
+// then drops l and asks again on the lanes left. The File's own lane, a protocol
+// violation or the transfer's own end are failures of the transfer.
+func (ls *lanes) survives(l *lane, err error) bool {
+	var pe *ProtocolError
+	return l.sibling && errors.Is(err, net.ErrClosed) && !errors.As(err, &pe) && ls.f.ctx.Err() == nil
+}
+
+// dropLane takes a sibling whose channel died out of the transfer; false if it was out
+// already. Its requests still in flight come back failed, one by one.
+func (ls *lanes) dropLane(l *lane) bool {
+	i := slices.Index(ls.all, l)
+	if i <= 0 {
+		return false
+	}
+	ls.all = slices.Delete(ls.all, i, i+1)
+	ls.setActive()
+	return true
 }
 
 // forget abandons the given requests (grouped by lane) and drains their replies.
@@ -124,7 +208,9 @@ func (ls *lanes) finish() error {
 		for {
 			select {
 			case l := <-ls.joins:
-				ls.join(l)
+				if l != nil {
+					ls.all = append(ls.all, l)
+				}
 				continue
 			default:
 			}

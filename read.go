@@ -85,7 +85,7 @@ type readStream struct {
 func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 	window := f.window()
 	s := &readStream{
-		lanes: f.newLanes(window, sshfx.FlagRead),
+		lanes: f.newLanes(window, sshfx.FlagRead, false),
 		ctx:   f.ctx,
 		size:  f.c.readSize(), next: off, issue: off, limit: limit,
 		win: min(win, window), max: window,
@@ -181,17 +181,23 @@ func (s *readStream) fill() {
 }
 
 func (s *readStream) send(req chunk) bool {
-	req.lane = s.pick()
-	cn := req.lane.cn
-	id := cn.newID()
-	s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
-	if err := s.f.send(s.ctx, cn, id, s.pkt, s.ch); err != nil {
-		s.fail(req.off, err)
-		return false
+	for {
+		req.lane = s.pick()
+		cn := req.lane.cn
+		id := cn.newID()
+		s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
+		err := s.f.send(s.ctx, cn, id, s.pkt, s.ch)
+		if err == nil {
+			req.lane.out++
+			s.reqs[id] = req
+			return true
+		}
+		if !s.survives(req.lane, err) || !s.dropLane(req.lane) {
+			s.fail(req.off, err)
+			return false
+		}
+		// A sibling that died: the lanes left take the READ.
 	}
-	req.lane.out++
-	s.reqs[id] = req
-	return true
 }
 
 // more waits for one event (a reply, a new lane, a writer's report, or the end of
@@ -246,7 +252,14 @@ func (s *readStream) onReply(r response) {
 	delete(s.reqs, r.id)
 	req.lane.out--
 	cn := req.lane.cn
-	if r.err != nil { // the lane's channel died: the transfer fails with it
+	if r.err != nil { // the lane's channel died
+		if s.survives(req.lane, r.err) {
+			// A sibling: the transfer goes on without it, asking again on the lanes
+			// left for what it owed (fill sends it, under the window rule).
+			s.dropLane(req.lane)
+			s.redo = append(s.redo, chunk{off: req.off, n: req.n})
+			return
+		}
 		s.fail(req.off, r.err)
 		return
 	}
@@ -280,6 +293,7 @@ func (s *readStream) onReply(r response) {
 		s.size = max(req.capGuess, minDataSize)
 		s.f.c.readCap.Store(int64(s.size))
 	}
+	s.moved(len(data))
 	if got := len(data); got < req.n {
 		// Ask for the rest (fill does, under the window rule). Whether this was a cap
 		// or the end of the file is known only from that READ's answer, so nothing

@@ -26,8 +26,20 @@ import (
 // more of them in flight than of large files (smallParallel).
 
 // defaultSmallParallel is how many small files a tree keeps in flight when the caller
-// did not choose Parallel.
-const defaultSmallParallel = 128
+// did not choose Parallel. A tree of a few hundred small files then goes in one wave
+// of round trips rather than two or three; smallBudget keeps the memory they hold to
+// what 128 files of one full READ or WRITE each would.
+const defaultSmallParallel = 512
+
+// smallBudget bounds the bytes the small files in flight hold at once (each is
+// charged smallCost), whatever their number.
+const smallBudget = 32 << 20
+
+// smallCost is what one small file in flight is charged against smallBudget: its
+// data, and room for its requests and replies.
+func smallCost(size int64) int64 {
+	return min(max(size, 0)+4<<10, smallBudget)
+}
 
 // smallGet reports whether a remote file the listing gave size bytes for (-1: not
 // known) is fetched by getSmall.

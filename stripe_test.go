@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,9 @@ func (e *stripeEnv) newClient(t *testing.T, addr string, opts ...Option) (*Clien
 		sc.Close()
 		t.Fatalf("NewClient: %v", err)
 	}
+	// The tests below count on the lanes WithChannels allows, as a fixed number: the
+	// Client is told its transfers settled there (lanerule_test.go tests the rule).
+	pinLanes(c, c.opts.channels)
 	var once sync.Once
 	closeAll := func() {
 		once.Do(func() {
@@ -393,7 +397,7 @@ func TestStripeTransfers(t *testing.T) {
 		f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
 		require.NoError(t, err)
 		requireSameBytes(t, data, got)
-		require.Len(t, c.chans.live(), 5, "the main channel and four data channels")
+		require.Len(t, c.chans.live(), 5)
 		require.Equal(t, 1, e.serverHandles(name), "sibling handles left open")
 		closeFile(t, f)
 		require.Zero(t, e.serverHandles(name))
@@ -541,35 +545,82 @@ func elsewhere(f func() error) error {
 	}
 }
 
-// failLane kills the channel opened last, as a broken channel would die: one a
-// transfer striped onto, not the one its File is on (the first data channel).
-func failLane(c *Client) error {
+// failLane kills the channel c opened i-th (0: the main one), as a broken channel
+// would die.
+func failLane(c *Client, i int) error {
 	live := c.chans.live()
-	if len(live) < 3 {
-		return fmt.Errorf("%d channels: no sibling's to kill", len(live))
+	if len(live) <= i {
+		return fmt.Errorf("%d channels: no channel %d to kill", len(live), i)
 	}
 	return elsewhere(func() error {
-		live[len(live)-1].fail(errors.New("killed by the test"))
+		live[i].fail(errors.New("killed by the test"))
 		return nil
 	})
 }
 
-func TestStripeChannelFailure(t *testing.T) {
+// channelKiller breaks the k-th channel a Client opens (1: the main one) on the n-th
+// packet written to it once armed: that Write fails, as on a connection that died,
+// with the channel's other requests in flight. Arming it once the lanes are in (from
+// the transfer's trip) makes sure the lane dies mid-transfer, not before the test
+// has seen it open.
+type channelKiller struct {
+	k, n   int
+	mu     sync.Mutex
+	opened int
+	armed  atomic.Bool
+	killed atomic.Bool
+}
+
+func (ck *channelKiller) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.WriteCloser) {
+	ck.mu.Lock()
+	ck.opened++
+	i := ck.opened
+	ck.mu.Unlock()
+	if i != ck.k {
+		return r, w
+	}
+	return r, &laneKiller{WriteCloser: w, ck: ck, left: ck.n}
+}
+
+type laneKiller struct {
+	io.WriteCloser
+	ck   *channelKiller
+	left int // the conn writes one packet per Write, one at a time
+}
+
+func (kw *laneKiller) Write(p []byte) (int, error) {
+	if !kw.ck.armed.Load() {
+		return kw.WriteCloser.Write(p)
+	}
+	if kw.left--; kw.left <= 0 {
+		kw.ck.killed.Store(true)
+		return 0, errors.New("channel killed by the test")
+	}
+	return kw.WriteCloser.Write(p)
+}
+
+// A sibling lane that dies mid-transfer costs the transfer nothing: what it owed goes
+// out again on the lanes left. Its channel is the third the Client opens (after the main
+// one and the first data channel, which the File is on), and dies on
+// its fourth READ or WRITE once all lanes are working, with requests in flight.
+func TestStripeSiblingDies(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	data := randBytes(stripeSize, 6)
 	ctx := testCtx(t)
 
 	t.Run("download", func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
 		name := e.file(t, "down", data)
-		c, _ := e.client(t, "", WithChannels(4))
+		ck := &channelKiller{k: 3, n: 4}
+		c, closeClient := e.client(t, "", WithChannels(4), withStreamWrap(ck.wrap))
 		f, got, err := download(t, c, name, 1, func() error {
-			if err := e.awaitLanes(c, name, 4); err != nil {
-				return err
-			}
-			return failLane(c)
+			err := e.awaitLanes(c, name, 4)
+			ck.armed.Store(true)
+			return err
 		})
-		require.ErrorIs(t, err, net.ErrClosed)
-		requireSameBytes(t, data[:len(got)], got)
+		require.NoError(t, err)
+		require.True(t, ck.killed.Load(), "the sibling was not killed")
+		requireSameBytes(t, data, got)
 		_, err = c.Stat(ctx, name)
 		require.NoError(t, err, "the main channel after a lane died")
 		require.Len(t, c.chans.live(), 4)
@@ -584,26 +635,83 @@ func TestStripeChannelFailure(t *testing.T) {
 		requireSameBytes(t, data, got)
 		closeFile(t, f)
 		require.Len(t, c.chans.live(), 5)
+		closeClient()
+		goleak.VerifyNone(t, ignore)
+	})
+
+	for _, sized := range []bool{true, false} {
+		t.Run(fmt.Sprintf("upload/sized=%v", sized), func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			name := e.file(t, fmt.Sprintf("up-%v", sized), nil)
+			ck := &channelKiller{k: 3, n: 4}
+			c, closeClient := e.client(t, "", WithChannels(4), withStreamWrap(ck.wrap))
+			at := int64(1 << 20)
+			if !sized {
+				at = stripeMin + 1<<20
+			}
+			f, n, err := upload(t, c, name, data, sized, at, func() error {
+				err := e.awaitLanes(c, name, 4)
+				ck.armed.Store(true)
+				return err
+			})
+			require.NoError(t, err)
+			require.True(t, ck.killed.Load(), "the sibling was not killed")
+			require.Equal(t, int64(stripeSize), n)
+			_, err = c.Stat(ctx, name)
+			require.NoError(t, err, "the main channel after a lane died")
+			require.Len(t, c.chans.live(), 4)
+			require.NoError(t, e.waitServerHandles(name, 1))
+			closeFile(t, f)
+			requireSameBytes(t, data, readLocal(t, name))
+			closeClient()
+			goleak.VerifyNone(t, ignore)
+		})
+	}
+}
+
+// The File's own lane dying fails the transfer, with an error that says the
+// connection is gone; the siblings it opened are closed all the same.
+func TestStripeOwnLaneDies(t *testing.T) {
+	e := newStripeEnv(t, 0)
+	data := randBytes(stripeSize, 15)
+
+	t.Run("download", func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
+		name := e.file(t, "down", data)
+		c, closeClient := e.client(t, "", WithChannels(4))
+		f, got, err := download(t, c, name, 1, func() error {
+			if err := e.awaitLanes(c, name, 4); err != nil {
+				return err
+			}
+			return failLane(c, 1)
+		})
+		require.ErrorIs(t, err, net.ErrClosed)
+		requireSameBytes(t, data[:len(got)], got)
+		require.NoError(t, e.waitServerHandles(name, 0), "handles left open")
+		require.ErrorIs(t, f.Close(), net.ErrClosed)
+		closeClient()
+		goleak.VerifyNone(t, ignore)
 	})
 
 	t.Run("upload", func(t *testing.T) {
+		ignore := goleak.IgnoreCurrent()
 		name := e.file(t, "up", nil)
-		c, _ := e.client(t, "", WithChannels(4))
+		c, closeClient := e.client(t, "", WithChannels(4))
 		f, n, err := upload(t, c, name, data, true, 1<<20, func() error {
 			if err := e.awaitLanes(c, name, 4); err != nil {
 				return err
 			}
-			return failLane(c)
+			return failLane(c, 1)
 		})
 		require.ErrorIs(t, err, net.ErrClosed)
-		_, serr := c.Stat(ctx, name)
-		require.NoError(t, serr, "the main channel after a lane died")
-		require.NoError(t, e.waitServerHandles(name, 1))
-		closeFile(t, f)
-		// Writes the dead channel's server had queued may still land, but only past n.
+		require.NoError(t, e.waitServerHandles(name, 0), "handles left open")
+		require.ErrorIs(t, f.Close(), net.ErrClosed)
+		// Writes the other lanes' servers had queued may still land, but only past n.
 		onServer := readLocal(t, name)
 		require.GreaterOrEqual(t, int64(len(onServer)), n)
 		requireSameBytes(t, data[:n], onServer[:n])
+		closeClient()
+		goleak.VerifyNone(t, ignore)
 	})
 }
 

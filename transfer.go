@@ -29,6 +29,9 @@ type chunk struct {
 	// had. If this READ gets data too, the short one was the server's read cap, not
 	// the end of the file.
 	capGuess int
+	// held is a WRITE's buffer on a sibling lane, kept until the reply in case the
+	// lane dies and the WRITE must go out again (write.go).
+	held *heldBuf
 }
 
 var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)

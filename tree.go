@@ -9,10 +9,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/sluicehq/sftp/internal/sshfx"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 )
 
 // Tree transfers. A tree is listed whole before any data moves, so the file count and
@@ -81,8 +84,14 @@ var defaultWalkLimits = walkLimits{depth: 64, entries: 1 << 20, bytes: 256 << 20
 
 // getTree copies the remote directory src, described by root, to dst, a name in the
 // local destination's root.
-func (t *getPutCall) getTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
-	pl, err := t.walkRemote(ctx, src, dst, root)
+func (t *getPutCall) getTree(ctx context.Context, src, dst string, root fs.FileInfo) (err error) {
+	var closes []closeSent
+	defer func() {
+		if cerr := waitCloses(ctx, closes); err == nil {
+			err = cerr
+		}
+	}()
+	pl, err := t.walkRemote(ctx, src, dst, root, &closes)
 	if err != nil {
 		return err
 	}
@@ -126,10 +135,33 @@ func (t *getPutCall) getTree(ctx context.Context, src, dst string, root fs.FileI
 	return nil
 }
 
+// waitCloses waits for the replies to CLOSEs sent without waiting, every one of them
+// while ctx lasts, and returns the first error.
+func waitCloses(ctx context.Context, closes []closeSent) error {
+	var first error
+	for _, cs := range closes {
+		if err := cs.wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // walkRemote lists the remote tree level by level, listing the directories of each
-// level in parallel, within t.o.limits.
-func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo) (*treePlan, error) {
+// level in parallel, within t.o.limits. The directories' CLOSEs go out as each
+// listing ends and are added to closes, not waited for: the caller waits for them
+// before it returns, by which time their replies are in.
+func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.FileInfo, closes *[]closeSent) (*treePlan, error) {
 	lim := t.o.limits
+	// The root, when Get opened it with its Stat: the first level lists it, and it is
+	// closed here if the walk stops before.
+	pre := t.rootDir
+	t.rootDir = nil
+	defer func() {
+		if pre != nil {
+			pre.close(ctx)
+		}
+	}()
 	var listed, size atomic.Int64 // entries and bytes taken in so far
 	pl := &treePlan{}
 	level := []treeEntry{{src: src, dst: dst, info: root}}
@@ -139,6 +171,7 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 		}
 		pl.dirs = append(pl.dirs, level)
 		lists := make([][]fs.DirEntry, len(level))
+		sent := make([]closeSent, len(level))
 		// stop only keeps listings from starting once one failed: each runs under
 		// ctx, so one under way finishes and closes its handle before Get returns.
 		g, stop := errgroup.WithContext(ctx)
@@ -151,7 +184,13 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 				// The shared budget is charged page by page as the listing comes in,
 				// so Parallel listings in flight hold at most a page each past it,
 				// not a whole listing (MaxReadDirBytes) each.
-				es, err := t.c.readDir(ctx, d.src, func(page []fs.DirEntry) error {
+				list := t.c.listDir
+				if depth == 0 && pre != nil {
+					list = func(ctx context.Context, _ string, charge func([]fs.DirEntry) error) ([]fs.DirEntry, closeSent, error) {
+						return pre.listAll(ctx, charge)
+					}
+				}
+				es, cs, err := list(ctx, d.src, func(page []fs.DirEntry) error {
 					// What each entry will keep: its name in two paths, built on its
 					// parent's.
 					n := int64(len(d.src)+len(d.dst)+2) * int64(len(page))
@@ -166,11 +205,13 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 				if err != nil {
 					return err
 				}
-				lists[i] = es
+				lists[i], sent[i] = es, cs
 				return nil
 			})
 		}
-		if err := ctxDone(ctx, g.Wait()); err != nil {
+		err := ctxDone(ctx, g.Wait())
+		*closes = append(*closes, sent...)
+		if err != nil {
 			return nil, err
 		}
 		var next []treeEntry
@@ -214,25 +255,76 @@ func (t *getPutCall) walkRemote(ctx context.Context, src, dst string, root fs.Fi
 	return pl, nil
 }
 
-// putTree copies the local directory src, described by root, to the remote path dst.
-func (t *getPutCall) putTree(ctx context.Context, src, dst string, root fs.FileInfo) error {
+// remoteRoot is what Lstat said of a Put tree's remote root before anything moved.
+type remoteRoot struct {
+	fi  fs.FileInfo
+	err error
+}
+
+// lookRemoteRoot finds where the tree base is put under remote goes, as Put's rule
+// says (inside remote when that is a directory, else remote itself), and what is
+// there. The Stat of remote and the Lstats of both candidates go out together: one
+// round trip where asking in turn would take two.
+func (t *getPutCall) lookRemoteRoot(ctx context.Context, remote, base string) (string, remoteRoot, error) {
+	inside := path.Join(remote, base)
+	var (
+		rfi       fs.FileInfo
+		rerr      error
+		as, insid remoteRoot
+		wg        sync.WaitGroup
+	)
+	wg.Add(3)
+	go func() { defer wg.Done(); rfi, rerr = t.c.Stat(ctx, remote) }()
+	go func() { defer wg.Done(); as.fi, as.err = t.c.Lstat(ctx, remote) }()
+	go func() { defer wg.Done(); insid.fi, insid.err = t.c.Lstat(ctx, inside) }()
+	wg.Wait()
+	switch {
+	case rerr == nil && rfi.IsDir():
+		return inside, insid, nil
+	case rerr != nil && !errors.Is(rerr, fs.ErrNotExist):
+		return "", remoteRoot{}, rerr
+	}
+	return remote, as, nil
+}
+
+// putTree copies the local directory src, described by root, to the remote path dst,
+// of which lookRemoteRoot learned rr.
+func (t *getPutCall) putTree(ctx context.Context, src, dst string, root fs.FileInfo, rr remoteRoot) error {
 	pl, err := walkLocal(src, dst, root)
 	if err != nil {
 		return err
 	}
 	t.rep.plan(len(pl.files), pl.size)
 	t.share = min(t.o.parallel, len(pl.files))
-	if err := t.mkdirRemoteRoot(ctx, dst, dirPerm(root.Mode(), true)); err != nil {
+	levels := pl.dirs
+	switch fi, err := rr.fi, rr.err; {
+	case err == nil && fi.IsDir():
+		levels = levels[1:] // the root is there
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return pathErr("mkdir", dst, errLinkInTheWay)
+	case err == nil:
+		return pathErr("mkdir", dst, syscall.ENOTDIR)
+	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	// A level's directories are made in parallel, once their parents exist.
-	for _, level := range pl.dirs[1:] {
-		err := t.each(ctx, level, func(ctx context.Context, d treeEntry) error {
-			return t.mkdirRemote(ctx, d.dst, dirPerm(d.info.Mode(), true))
-		})
-		if err != nil {
-			return err
+	if len(levels) == len(pl.dirs) {
+		// Nothing is there yet, so nothing below can be a link: every directory is
+		// asked for at once.
+		err = t.mkdirTree(ctx, levels)
+	} else {
+		// A level's directories are made in parallel, once their parents exist and
+		// are known to be directories, not links to somewhere else.
+		for _, level := range levels {
+			err = t.each(ctx, level, func(ctx context.Context, d treeEntry) error {
+				return t.mkdirRemote(ctx, d.dst, dirPerm(d.info.Mode(), true))
+			})
+			if err != nil {
+				break
+			}
 		}
+	}
+	if err != nil {
+		return err
 	}
 	link := func(ctx context.Context, e treeEntry) error { return t.symlinkRemote(ctx, e.target, e.dst) }
 	if err := t.run(ctx, "put", pl, t.putFile, link); err != nil {
@@ -317,6 +409,7 @@ func (t *getPutCall) run(ctx context.Context, op string, pl *treePlan,
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(t.o.parallel, t.o.smallParallel))
 	large := make(chan struct{}, t.o.parallel) // a place for a file that is not small
+	small := semaphore.NewWeighted(smallBudget)
 	for _, e := range pl.files {
 		if gctx.Err() != nil {
 			break
@@ -329,6 +422,12 @@ func (t *getPutCall) run(ctx context.Context, op string, pl *treePlan,
 				case <-gctx.Done():
 					return pathErr(op, e.src, fmt.Errorf("sftp: %w", gctx.Err()))
 				}
+			} else {
+				cost := smallCost(e.info.Size())
+				if err := small.Acquire(gctx, cost); err != nil {
+					return pathErr(op, e.src, fmt.Errorf("sftp: %w", err))
+				}
+				defer small.Release(cost)
 			}
 			return pathErr(op, e.src, file(gctx, e.src, e.dst, e.info))
 		})
@@ -390,6 +489,95 @@ func (t *getPutCall) mkdirRemote(ctx context.Context, name string, perm fs.FileM
 		}
 	}
 	return err
+}
+
+// mkdirBatch bounds the MKDIRs mkdirTree keeps in flight.
+const mkdirBatch = 256
+
+// mkdirTree makes a Put tree's remote directories where the root is not there yet:
+// levels[0] holds the root. The MKDIRs go out back to back, parents before children,
+// mkdirBatch at a time, without waiting for each level: a server that carries out
+// requests in order (OpenSSH's does) makes them all in one round trip. Asking for a
+// child before its parent is known to be made is safe only because the root was
+// missing: below a directory this MKDIR made there is nothing, and so no link that
+// would take the child elsewhere. Those that failed (a parent a reordering server
+// had not made yet, or a name someone made meanwhile) are then made again level by
+// level, parents first, the careful way (mkdirRemote, which refuses a link in the
+// way).
+func (t *getPutCall) mkdirTree(ctx context.Context, levels [][]treeEntry) error {
+	cn := t.c.main
+	failed := make([][]treeEntry, len(levels))
+	type sent struct {
+		depth int
+		e     treeEntry
+		req   pendingReq
+	}
+	var batch []sent
+	flush := func() error {
+		var first error
+		for i, s := range batch {
+			if first != nil {
+				cn.abandon(s.req.id, s.req.ch)
+				continue
+			}
+			r, err := cn.wait(ctx, s.req.id, s.req.ch)
+			if err == nil {
+				err = cn.check(expectStatus("MKDIR", &r))
+				r.release()
+			}
+			var se *StatusError
+			switch {
+			case err == nil:
+			case errors.As(err, &se):
+				failed[s.depth] = append(failed[s.depth], s.e)
+			default:
+				first = pathErr("mkdir", batch[i].e.dst, err)
+			}
+		}
+		batch = batch[:0]
+		return first
+	}
+	for depth, level := range levels {
+		for _, e := range level {
+			if err := ctx.Err(); err != nil {
+				flush()
+				return fmt.Errorf("sftp: %w", err)
+			}
+			a := sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(dirPerm(e.info.Mode(), true))}
+			r := pendingReq{id: cn.newID(), ch: make(chan response, 1), sent: true}
+			if err := cn.send(ctx, r.id, appendStringAttrs(nil, sshfx.TypeMkdir, r.id, e.dst, &a), r.ch); err != nil {
+				flush()
+				return pathErr("mkdir", e.dst, err)
+			}
+			batch = append(batch, sent{depth, e, r})
+			if len(batch) == mkdirBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	for depth, es := range failed {
+		if depth == 0 {
+			// The root's parents may be missing: they are the caller's path.
+			for _, e := range es {
+				if err := t.mkdirRemoteRoot(ctx, e.dst, dirPerm(e.info.Mode(), true)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		err := t.each(ctx, es, func(ctx context.Context, d treeEntry) error {
+			return t.mkdirRemote(ctx, d.dst, dirPerm(d.info.Mode(), true))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mkdirRemoteRoot makes the root of a Put's tree, and its missing parents. The parents

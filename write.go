@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -48,14 +49,28 @@ type filledChunk struct {
 	buf *[]byte
 	eof bool  // the source ends right after this chunk
 	err error // reading the source failed at off
+
+	untokened bool // a copy to resend that took over no place among the buffers
 }
 
 // outgoing is one WRITE handed to a lane's sender.
 type outgoing struct {
-	id  uint32
-	off int64
-	n   int
-	buf *[]byte
+	id   uint32
+	off  int64
+	n    int
+	held *heldBuf
+}
+
+// heldBuf is a WRITE's buffer and who still needs it. Its lane's sender does, until
+// the WRITE is written; for a WRITE on a sibling lane the scheduler does too, until
+// the reply: if the sibling dies first, the data goes out again on another lane
+// (a WRITE at an offset can be repeated). The last to let go recycles the buffer
+// (writeStream.release); the atomic count orders the sender's use of the buffer
+// before its reuse.
+type heldBuf struct {
+	buf   *[]byte
+	refs  atomic.Int32
+	token bool // holds one of writeStream.bufs; moves to the copy when resent
 }
 
 // writeStream is one upload from an offset.
@@ -74,6 +89,8 @@ type writeStream struct {
 	kick   chan struct{}      // a sender that was full has written one
 
 	ready    map[int64]filledChunk // read, waiting for their turn, by offset
+	resend   []filledChunk         // WRITEs a dead sibling owed, to go out again first
+	gone     []*lane               // dropped siblings, whose senders drain their queues
 	nextOff  int64                 // offset of the next chunk to hand to a lane
 	reqs     map[uint32]chunk      // WRITEs given a lane, by request id
 	acked    prefixTracker         // acknowledged WRITEs by offset
@@ -90,7 +107,7 @@ func (f *File) newWriteStream(off int64) *writeStream {
 	return &writeStream{
 		// Siblings open WRITE only: the caller's open already created or truncated the
 		// file, and a second TRUNC would destroy what other lanes wrote.
-		lanes: f.newLanes(window, sshfx.FlagWrite),
+		lanes: f.newLanes(window, sshfx.FlagWrite, true),
 		start: off, size: f.c.limits.MaxWrite, max: window,
 		slots:   make(chan struct{}, window),
 		bufs:    make(chan struct{}, writeBuffers(f.c, window)),
@@ -282,15 +299,14 @@ func (ws *writeStream) sendLane(l *lane) error {
 		case <-ws.ctx.Done():
 			return nil
 		}
-		if o.buf == nil { // the queue was closed: the transfer is done
+		if o.held == nil { // the queue was closed: the transfer is done
 			return nil
 		}
-		pkt, err := writePacket(*o.buf, o.id, l.handle, o.off, o.n)
+		pkt, err := writePacket(*o.held.buf, o.id, l.handle, o.off, o.n)
 		if err == nil {
 			err = ws.f.send(ws.ctx, l.cn, o.id, pkt, ws.ch)
 		}
-		ws.f.c.dataPool.Put(o.buf)
-		<-ws.bufs
+		ws.release(o.held)
 		if l.unsent.Add(-1) == maxUnsent-1 {
 			select {
 			case ws.kick <- struct{}{}:
@@ -299,6 +315,9 @@ func (ws *writeStream) sendLane(l *lane) error {
 		}
 		if err != nil {
 			ws.ch <- response{id: o.id, err: err} // room: one reply per request
+			if ws.survives(l, err) {
+				continue // the scheduler resends it, and whatever else the lane had
+			}
 			return err
 		}
 	}
@@ -322,7 +341,8 @@ func (ws *writeStream) schedule() error {
 	filledOpen := true
 	for {
 		ws.dispatch()
-		if !filledOpen && len(ws.reqs) == 0 { // then dispatch has sent all it may
+		// Then dispatch has sent all it may (after a refused WRITE, nothing more).
+		if !filledOpen && len(ws.reqs) == 0 && (len(ws.resend) == 0 || ws.halted) {
 			break
 		}
 		var in <-chan filledChunk
@@ -342,7 +362,9 @@ func (ws *writeStream) schedule() error {
 			}
 		case l := <-ws.joins:
 			ws.join(l)
-			ws.startSender(l)
+			if l != nil {
+				ws.startSender(l)
+			}
 		case <-ws.kick:
 		case <-ws.ctx.Done():
 			return ws.abort(context.Cause(ws.ctx))
@@ -360,11 +382,11 @@ func (ws *writeStream) schedule() error {
 // another: under their cap, and not parked on an exhausted window (maxUnsent).
 func (ws *writeStream) roomy() *lane {
 	limit := ws.max
-	if len(ws.all) > 1 {
+	if ws.active > 1 {
 		limit = writeLaneCap(ws.size)
 	}
 	var best *lane
-	for _, l := range ws.all {
+	for _, l := range ws.all[:ws.active] {
 		if l.queue == nil || l.out >= limit || l.unsent.Load() >= maxUnsent {
 			continue
 		}
@@ -397,30 +419,73 @@ func (ws *writeStream) take(c filledChunk) {
 
 // dispatch hands the chunks that are ready, in offset order, to lanes with room. In
 // order, because some servers write only sequentially (rclone without a VFS cache
-// refuses a WRITE at any other offset), and ReadAt workers finish out of order.
+// refuses a WRITE at any other offset), and ReadAt workers finish out of order. What
+// a dead sibling owed goes first.
 func (ws *writeStream) dispatch() {
 	for !ws.halted {
-		c, ok := ws.ready[ws.nextOff]
-		if !ok || c.off >= ws.end {
-			return
+		var c filledChunk
+		resend := len(ws.resend) > 0
+		if resend {
+			c = ws.resend[0]
+		} else {
+			var ok bool
+			c, ok = ws.ready[ws.nextOff]
+			if !ok || c.off >= ws.end {
+				return
+			}
 		}
 		l := ws.roomy()
 		if l == nil {
 			return
 		}
-		delete(ws.ready, c.off)
-		ws.nextOff += int64(c.n)
+		if resend {
+			ws.resend = ws.resend[1:]
+		} else {
+			delete(ws.ready, c.off)
+			ws.nextOff += int64(c.n)
+		}
+		held := &heldBuf{buf: c.buf, token: !c.untokened}
+		held.refs.Store(1)
+		req := chunk{off: c.off, n: c.n, lane: l}
+		if l.sibling {
+			held.refs.Store(2)
+			req.held = held
+		}
 		id := l.cn.newID()
-		ws.reqs[id] = chunk{off: c.off, n: c.n, lane: l}
+		ws.reqs[id] = req
 		l.out++
 		l.unsent.Add(1)
-		l.queue <- outgoing{id: id, off: c.off, n: c.n, buf: c.buf}
+		l.queue <- outgoing{id: id, off: c.off, n: c.n, held: held}
 		if ws.nextOff-ws.start >= channelWindow {
 			// Size unknown, but more than one window already: on a long link one
 			// channel is now the limit, so it is worth opening more.
 			ws.stripe()
 		}
 	}
+}
+
+// release lets go of h for its sender or for the scheduler; the last one recycles it.
+func (ws *writeStream) release(h *heldBuf) {
+	if h.refs.Add(-1) != 0 {
+		return
+	}
+	ws.f.c.dataPool.Put(h.buf)
+	if h.token {
+		<-ws.bufs
+	}
+}
+
+// resendLater takes back a WRITE a dead sibling owed: its data is copied to a fresh
+// buffer (the dead lane's sender may still be reading the old one), which takes over
+// the old one's place among the buffers, and it goes out again before anything new.
+// It keeps its window slot.
+func (ws *writeStream) resendLater(req chunk) {
+	bp := ws.f.c.dataBuf()
+	copy((*bp)[dataOff:dataOff+req.n], (*req.held.buf)[dataOff:dataOff+req.n])
+	untokened := !req.held.token
+	req.held.token = false // ordered before the last release by the count
+	ws.release(req.held)
+	ws.resend = append(ws.resend, filledChunk{off: req.off, n: req.n, buf: bp, untokened: untokened})
 }
 
 func (ws *writeStream) drop(bp *[]byte) {
@@ -461,7 +526,20 @@ func (ws *writeStream) ack(r response) error {
 	}
 	delete(ws.reqs, r.id)
 	req.lane.out--
+	if r.err != nil && !ws.aborting && ws.survives(req.lane, r.err) {
+		// A sibling died: the transfer goes on without it, and what it owed goes out
+		// again on the lanes left. Its sender fails the rest of its queue.
+		if ws.dropLane(req.lane) {
+			ws.gone = append(ws.gone, req.lane)
+			close(req.lane.queue)
+		}
+		ws.resendLater(req)
+		return nil
+	}
 	<-ws.slots
+	if req.held != nil {
+		ws.release(req.held)
+	}
 	if r.err != nil {
 		if !ws.aborting {
 			ws.fail(req.off, r.err)
@@ -482,6 +560,7 @@ func (ws *writeStream) ack(r response) error {
 		return nil
 	}
 	ws.acked.done(req.off, req.n)
+	ws.moved(req.n)
 	return nil
 }
 
@@ -511,13 +590,13 @@ func (ws *writeStream) abort(cause error) error {
 // cleanup runs once every goroutine of the transfer has ended: it recycles what is
 // still queued and makes the connections drop the replies nobody will collect.
 func (ws *writeStream) cleanup() {
-	for _, l := range ws.all {
+	for _, l := range slices.Concat(ws.all, ws.gone) {
 		for l.queue != nil {
 			select {
 			case o, ok := <-l.queue:
 				if ok {
 					delete(ws.reqs, o.id) // never sent
-					ws.f.c.dataPool.Put(o.buf)
+					ws.f.c.dataPool.Put(o.held.buf)
 					continue
 				}
 			default:
@@ -526,6 +605,10 @@ func (ws *writeStream) cleanup() {
 		}
 		l.unsent.Store(0)
 	}
+	for _, c := range ws.resend {
+		ws.f.c.dataPool.Put(c.buf)
+	}
+	ws.resend = nil
 	for c := range ws.filled {
 		ws.f.c.dataPool.Put(c.buf)
 	}
@@ -537,6 +620,9 @@ func (ws *writeStream) cleanup() {
 		ids := make(map[*lane][]uint32, len(ws.all))
 		for id, req := range ws.reqs {
 			ids[req.lane] = append(ids[req.lane], id)
+			if req.held != nil && req.held.refs.Add(-1) == 0 { // the sender let go when it wrote it
+				ws.f.c.dataPool.Put(req.held.buf)
+			}
 		}
 		clear(ws.reqs)
 		ws.forget(ids)

@@ -31,7 +31,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.resume, "a", false, "resume: continue the files an interrupted transfer left in its .sluice-part files")
 	fs.BoolVar(&x.preserve, "p", false, "preserve permission bits and access and modification times")
 	fs.BoolVar(&x.fsync, "f", false, "flush each file to stable storage before moving it into place\n(put needs the server's fsync@openssh.com)")
-	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16, and 128 small ones)")
+	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16, and up to 512 small ones)")
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
@@ -136,7 +136,20 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, mustBeDir bool) (bool, error) {
 	octx, cancel := a.opCtx(ctx)
 	defer cancel()
+	// The parent is asked about at the same time, in case dst is missing: one round
+	// trip rather than two.
+	parent := path.Dir(dst)
+	var (
+		pfi  fs.FileInfo
+		perr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		pfi, perr = c.Stat(octx, parent)
+	}()
 	fi, err := c.Stat(octx, dst)
+	<-done
 	switch {
 	case err == nil && fi.IsDir():
 		return true, nil
@@ -149,12 +162,10 @@ func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, m
 	case mustBeDir:
 		return false, fmt.Errorf("no such directory: %s", strings.TrimSuffix(dst, "/"))
 	}
-	parent := path.Dir(dst)
-	pfi, err := c.Stat(octx, parent)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(perr, fs.ErrNotExist):
 		return false, fmt.Errorf("no such directory: %s", parent)
-	case err == nil && !pfi.IsDir():
+	case perr == nil && !pfi.IsDir():
 		return false, fmt.Errorf("not a directory: %s", parent)
 	}
 	return false, nil

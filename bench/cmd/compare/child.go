@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -15,19 +16,24 @@ import (
 
 // job is what the harness hands a child process: one transfer by one row.
 type job struct {
-	Row     string        `json:"row"`
-	Addr    string        `json:"addr"` // sshd, or the delay proxy in front of it
-	User    string        `json:"user"`
-	KeyFile string        `json:"key_file"`
-	HostKey string        `json:"host_key"` // authorized_keys format
-	Dir     direction     `json:"dir"`
-	Remote  string        `json:"remote"` // download source or upload destination
-	Local   string        `json:"local"`  // upload source; a tree download's destination
-	Tree    bool          `json:"tree,omitempty"`
-	Size    int64         `json:"size"` // a tree's: all its files' bytes
-	Timeout time.Duration `json:"timeout"`
-	Sluice  sluiceOptions `json:"sluice"`
-	Soak    *soakJob      `json:"soak,omitempty"` // a soak (soak.go) rather than a transfer
+	Row     string `json:"row"`
+	Addr    string `json:"addr"` // sshd, or the delay proxy in front of it
+	User    string `json:"user"`
+	KeyFile string `json:"key_file"`
+	HostKey string `json:"host_key"` // authorized_keys format
+	// KnownHosts is a known_hosts file for OpenSSH ssh(1), which the pipe rows run.
+	KnownHosts string        `json:"known_hosts,omitempty"`
+	Dir        direction     `json:"dir"`
+	Remote     string        `json:"remote"` // download source or upload destination
+	Local      string        `json:"local"`  // upload source; a tree download's destination
+	Tree       bool          `json:"tree,omitempty"`
+	Size       int64         `json:"size"` // a tree's: all its files' bytes
+	Timeout    time.Duration `json:"timeout"`
+	Sluice     sluiceOptions `json:"sluice"`
+	// Parallel is the plain-par row's connection count.
+	Parallel int `json:"parallel,omitempty"`
+	// Soak, if set, makes the job a soak (soak.go) rather than a transfer.
+	Soak *soakJob `json:"soak,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -64,12 +70,16 @@ func childMain(spec string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.Timeout)
 	defer cancel()
-	conn, err := dial(&j)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: dial:", err)
-		return 1
+	// A pipe row starts ssh(1) processes of its own and gets no connection.
+	var conn *ssh.Client
+	if !r.pipe {
+		var err error
+		if conn, err = dial(ctx, &j); err != nil {
+			fmt.Fprintln(os.Stderr, "child: dial:", err)
+			return 1
+		}
+		defer conn.Close()
 	}
-	defer conn.Close()
 	start := time.Now()
 	n, err := r.childFunc(&j)(ctx, conn, &j)
 	elapsed := time.Since(start)
@@ -88,8 +98,9 @@ func childMain(spec string) int {
 }
 
 // dial opens the child's SSH connection: key login, pinned host key, and the one cipher
-// every row uses.
-func dial(j *job) (*ssh.Client, error) {
+// every row uses. It gives up when ctx is done, the handshake included, as
+// sluice.WithDialer asks of a dial function.
+func dial(ctx context.Context, j *job) (*ssh.Client, error) {
 	keyPEM, err := os.ReadFile(j.KeyFile)
 	if err != nil {
 		return nil, err
@@ -110,5 +121,23 @@ func dial(j *job) (*ssh.Client, error) {
 		Timeout:           30 * time.Second,
 	}
 	cfg.Ciphers = []string{sshdtest.CipherAES128GCM}
-	return ssh.Dial("tcp", j.Addr, cfg)
+	d := net.Dialer{Timeout: cfg.Timeout}
+	nc, err := d.DialContext(ctx, "tcp", j.Addr)
+	if err != nil {
+		return nil, err
+	}
+	// The handshake reads and writes nc; closing it when ctx ends makes it return.
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	c, chans, reqs, err := ssh.NewClientConn(nc, j.Addr, cfg)
+	if !stop() {
+		if err == nil {
+			_ = c.Close()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
 }

@@ -33,7 +33,7 @@ func TestSmoke(t *testing.T) {
 	if err := sshdtest.SSHDUsable(); err != nil {
 		t.Skip(err)
 	}
-	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms",
+	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms", "-plain-par", "3",
 		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir(), "-v"})
 	require.NoError(t, err)
 	var out, progress strings.Builder
@@ -79,4 +79,68 @@ func TestSmoke(t *testing.T) {
 	require.Equal(t, wantTreeRows, treeRows)
 	require.Less(t, strings.Index(out.String(), "upload, RTT 4ms (delay proxy, 2ms each way), 4 MiB"),
 		strings.Index(out.String(), "download, RTT 0 (direct), tree"), "the big-file tables come first")
+}
+
+// TestSmokeLanes runs the rows and the case issue 11 measures with: plain-par, fixed
+// channel counts, the pipe case (with the opener row when built with -tags pipeopener)
+// and -summary, direct and through the delay proxy, with two sizes.
+func TestSmokeLanes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run skipped in -short mode")
+	}
+	if err := sshdtest.SSHDUsable(); err != nil {
+		t.Skip(err)
+	}
+	if findFamily(sluiceFixedPrefix) == nil {
+		t.Skip("a -tags nosluice build has neither fixed-channel nor pipe rows")
+	}
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("OpenSSH ssh(1) not installed: no pipe rows")
+	}
+	rows := "openssh,sluice,plain-par," + pipeRowID
+	for _, id := range []string{pipeOpenerRowID, "sluice-dialer"} { // with -tags pipeopener
+		if findRow(id) != nil {
+			rows += "," + id
+		}
+	}
+	cfg, err := parseFlags([]string{"-size", "3MiB,5MiB", "-rounds", "1", "-rtt", "0,4ms", "-case", "file,pipe,tree",
+		"-tree-files", "10", "-rows", rows, "-plain-par", "3", "-sluice-fixed", "2", "-summary",
+		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir()})
+	require.NoError(t, err)
+	var out, progress strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, cfg, &out, &progress), "progress:\n%s", progress.String())
+	t.Logf("\n%s", out.String())
+	text := out.String()
+	require.NotContains(t, text, "Failed transfers")
+	for _, want := range []string{
+		"| parallel plain channels (`dd`) (3 connections) |", "| sluice WithChannels(2) |",
+		"download, RTT 4ms (delay proxy, 2ms each way), 5 MiB, pipe clients, 1 round(s)",
+		"| sluice NewClientPipe, one `ssh -s sftp` |",
+		"### Summary", "| 4ms | 3 MiB | up |", "| 4ms | tree 10 files | down |",
+	} {
+		require.Contains(t, text, want)
+	}
+	noTime := findGNUTime() == ""
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| row ") || strings.HasPrefix(line, "| RTT ") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		for i, c := range cells {
+			if strings.Contains(line, "tree") && (i == 6 || i == 7) {
+				continue // the summary has no plain-par figure for a tree
+			}
+			if noTime && ((i == 3 && len(cells) == 5) || (i == 4 && len(cells) == 6)) {
+				continue // no RSS without GNU time
+			}
+			require.NotContains(t, c, "–", "a row produced no figure: %s", line)
+		}
+	}
+	// Pipe tables hold only sftp(1) and the pipe rows; file tables no pipe row.
+	pipeTable := text[strings.Index(text, "pipe clients"):]
+	pipeTable = pipeTable[:strings.Index(pipeTable, "\n\n###")]
+	require.NotContains(t, pipeTable, "| sluice default |")
+	require.NotContains(t, text[strings.Index(text, "\n### "):strings.Index(text, "pipe clients")], "NewClientPipe")
 }

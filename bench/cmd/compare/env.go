@@ -30,7 +30,9 @@ type env struct {
 	onTmpfs    bool
 }
 
-func newEnv(root string) (*env, error) {
+// newEnv starts the server. maxSessions is sshd's MaxSessions; MaxStartups is raised
+// too, so that a row dialing many connections at once (plain-par) is never refused.
+func newEnv(root string, maxSessions int) (*env, error) {
 	work, err := os.MkdirTemp(root, "sluice-bench-")
 	if err != nil {
 		return nil, err
@@ -43,6 +45,8 @@ func newEnv(root string) (*env, error) {
 		SFTPServerArgs: []string{"-l", "INFO"},
 		SFTPServerLog:  e.log.path,
 		Ciphers:        []string{sshdtest.CipherAES128GCM},
+		MaxSessions:    maxSessions,
+		ExtraConfig:    []string{"MaxStartups 100"},
 	})
 	if err != nil {
 		_ = os.RemoveAll(work)

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,7 +52,7 @@ func main() {
 
 // config is everything the flags decide.
 type config struct {
-	size     int64 // 0: 1 GiB at RTT 0, 256 MiB behind the proxy
+	sizes    []int64 // nil: 1 GiB at RTT 0, 256 MiB behind the proxy
 	cases    []benchCase
 	tree     treeShape // files 0: 1000 at RTT 0, 200 behind the proxy
 	rtts     []time.Duration
@@ -63,7 +64,16 @@ type config struct {
 	workRoot string
 	verbose  bool
 	sluice   sluiceOptions
-	soak     soakOptions
+	// plainPar is the plain-par row's connection count.
+	plainPar int
+	// maxSessions is sshd's MaxSessions: room for the fixed-channel rows.
+	maxSessions int
+	// tableBudget, if set, stops a table from starting another round once this much
+	// time has gone into it; the first round always runs.
+	tableBudget time.Duration
+	// summary prints one table of every table's key figures at the end (-summary).
+	summary bool
+	soak    soakOptions
 }
 
 // soakOptions shape the soak case (soak.go).
@@ -121,8 +131,22 @@ type benchCase string
 const (
 	caseFile benchCase = "file"
 	caseTree benchCase = "tree"
+	// casePipe is one big file moved by pipe clients: sluice over `ssh -s sftp`
+	// processes (NewClientPipe), with one pipe and with a pipe opener.
+	casePipe benchCase = "pipe"
 	caseSoak benchCase = "soak" // Stat latency under bulk load, soak.go; not part of "all"
 )
+
+// allCases is every case in the order tables are printed.
+var allCases = []benchCase{caseFile, caseTree, casePipe}
+
+// maxFixedChannels bounds -sluice-fixed; the harness's sshd allows this many sessions
+// per connection by default (-max-sessions).
+const maxFixedChannels = 64
+
+// sluiceFixedPrefix names the -sluice-fixed rows (sluicefixed.go): sluice-ch8 is
+// sluice with WithChannels(8).
+const sluiceFixedPrefix = "sluice-ch"
 
 // treeShape is the tree case's source: files of fileSize bytes spread over dirs
 // directories.
@@ -138,8 +162,9 @@ const treeFileSize = 4 << 10
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
-		size     = fs.String("size", "auto", "bytes per transfer, e.g. 64MiB, 1GiB; auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
-		cases    = fs.String("case", "all", "comma-separated cases: file (one big file), tree (many small files), soak (Stat latency while reads run on the same Client), or all (file and tree)")
+		size     = fs.String("size", "auto", "comma-separated bytes per transfer, e.g. 64MiB or 256MiB,1GiB (a table each); auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
+		cases    = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), or all (all but soak)")
+		fixed    = fs.String("sluice-fixed", "", "comma-separated channel counts, e.g. 4,8,16,32: adds a row sluice WithChannels(n) for each (file case)")
 		rtts     = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
 		rounds   = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
 		rowsFlag = fs.String("rows", "all", "comma-separated rows: "+strings.Join(rowIDs(), ","))
@@ -156,6 +181,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.sluice.Parallel, "sluice-parallel", 64, "sluice tuned, tree case: Parallel (0 = library default)")
 	fs.IntVar(&cfg.tree.files, "tree-files", 0, "files in the tree case; 0 = 1000 at RTT 0, 200 behind the delay proxy")
 	fs.IntVar(&cfg.tree.dirs, "tree-dirs", 10, "directories the tree case's files are spread over (every other one nested in the one before)")
+	fs.IntVar(&cfg.plainPar, "plain-par", defaultPlainPar, "connections of the plain-par row, each moving 1/N of the file")
+	fs.IntVar(&cfg.maxSessions, "max-sessions", maxFixedChannels, "sshd MaxSessions (OpenSSH's default is 10; higher lets fixed-channel rows open their channels)")
+	fs.DurationVar(&cfg.tableBudget, "table-budget", 0, "no new round starts in a table after this much time went into it (0 = always -rounds)")
+	fs.BoolVar(&cfg.summary, "summary", false, "print one summary table (sftp(1), sluice, ratio, plain-par) at the end")
 	fs.IntVar(&cfg.soak.workers, "soak-workers", 64, "soak case: goroutines on the one Client (half Stat, half 4 MiB reads)")
 	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
 	if err := fs.Parse(args); err != nil {
@@ -166,11 +195,24 @@ func parseFlags(args []string) (*config, error) {
 	}
 	var err error
 	if *size != "auto" {
-		n, err := parseSize(*size)
-		if err != nil {
-			return nil, err
+		for _, s := range strings.Split(*size, ",") {
+			n, err := parseSize(s)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(cfg.sizes, n) {
+				cfg.sizes = append(cfg.sizes, n)
+			}
 		}
-		cfg.size = n
+	}
+	if cfg.plainPar < 1 || cfg.plainPar > 256 {
+		return nil, fmt.Errorf("-plain-par %d: want 1 to 256", cfg.plainPar)
+	}
+	if cfg.maxSessions < 1 || cfg.maxSessions > 1024 {
+		return nil, fmt.Errorf("-max-sessions %d: want 1 to 1024", cfg.maxSessions)
+	}
+	if cfg.tableBudget < 0 {
+		return nil, errors.New("-table-budget must not be negative")
 	}
 	if cfg.cases, err = parseCases(*cases); err != nil {
 		return nil, err
@@ -206,7 +248,9 @@ func parseFlags(args []string) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.rows = rows
+	if cfg.rows, err = addFixedRows(rows, *fixed); err != nil {
+		return nil, err
+	}
 	switch *dir {
 	case "both":
 		cfg.dirs = []direction{download, upload}
@@ -224,15 +268,15 @@ func parseFlags(args []string) (*config, error) {
 	return cfg, nil
 }
 
-// sizeFor is the transfer size at one RTT.
-func (c *config) sizeFor(rtt time.Duration) int64 {
+// sizesFor is the transfer sizes at one RTT, a table each.
+func (c *config) sizesFor(rtt time.Duration) []int64 {
 	switch {
-	case c.size > 0:
-		return c.size
+	case len(c.sizes) > 0:
+		return c.sizes
 	case rtt == 0:
-		return 1 << 30
+		return []int64{1 << 30}
 	default:
-		return 256 << 20
+		return []int64{256 << 20}
 	}
 }
 
@@ -250,22 +294,22 @@ func (c *config) treeFilesFor(rtt time.Duration) int {
 	}
 }
 
-// parseCases reads -case, keeping file before tree whatever the order given, so the
+// parseCases reads -case, keeping the order of allCases whatever the order given, so the
 // big-file tables come first.
 func parseCases(spec string) ([]benchCase, error) {
 	if spec == "all" {
-		return []benchCase{caseFile, caseTree}, nil
+		return slices.Clone(allCases), nil
 	}
 	want := map[benchCase]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		c := benchCase(strings.TrimSpace(s))
-		if c != caseFile && c != caseTree && c != caseSoak {
-			return nil, fmt.Errorf("-case %q: want file, tree, soak or all", s)
+		if !slices.Contains(allCases, c) && c != caseSoak {
+			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak or all", s)
 		}
 		want[c] = true
 	}
 	var out []benchCase
-	for _, c := range []benchCase{caseFile, caseTree, caseSoak} {
+	for _, c := range append(slices.Clone(allCases), caseSoak) {
 		if want[c] {
 			out = append(out, c)
 		}
@@ -281,10 +325,14 @@ func selectRows(spec string) ([]*row, error) {
 		return all, nil
 	}
 	want := map[string]bool{}
+	var members []*row // family rows named in spec, e.g. sluice-ch8
 	for _, id := range strings.Split(spec, ",") {
 		id = strings.TrimSpace(id)
-		if !slices.Contains(rowIDs(), id) {
+		switch r := findRow(id); {
+		case r == nil:
 			return nil, fmt.Errorf("unknown row %q (known: %s)", id, strings.Join(rowIDs(), ", "))
+		case !slices.Contains(rowIDs(), id) && findIn(members, id) == nil:
+			members = append(members, r)
 		}
 		want[id] = true
 	}
@@ -294,5 +342,33 @@ func selectRows(spec string) ([]*row, error) {
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return sortRows(append(out, members...)), nil
+}
+
+// addFixedRows adds a sluice WithChannels(n) row for each n in spec (-sluice-fixed) that
+// rows does not hold yet.
+func addFixedRows(rows []*row, spec string) ([]*row, error) {
+	if strings.TrimSpace(spec) == "" {
+		return rows, nil
+	}
+	f := findFamily(sluiceFixedPrefix)
+	if f == nil {
+		return nil, errors.New("-sluice-fixed: the sluice rows are not in this build (-tags nosluice)")
+	}
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > f.max {
+			return nil, fmt.Errorf("-sluice-fixed %q: want channel counts from 1 to %d", s, f.max)
+		}
+		if r := f.make(n); findIn(rows, r.id) == nil {
+			rows = append(rows, r)
+		}
+	}
+	return sortRows(rows), nil
+}
+
+// sortRows orders rows as the tables list them.
+func sortRows(rows []*row) []*row {
+	slices.SortStableFunc(rows, func(a, b *row) int { return a.order - b.order })
+	return rows
 }

@@ -22,10 +22,15 @@ type results struct {
 	files   int // the tree case's files per transfer, counted in files/s; 0: a file in MiB/s
 	timeout time.Duration
 	m       map[*row][]measurement // indexed by round; the zero measurement = not run
+	// base is the row every ratio divides: sluice default, or in the pipe case the
+	// pipe row with an opener. nil: no ratios.
+	base      *row
+	ratioHead string // the ratio column's heading
 }
 
 func newResults(rows []*row, rounds int, size int64, timeout time.Duration) *results {
-	res := &results{rows: rows, rounds: rounds, size: size, timeout: timeout, m: map[*row][]measurement{}}
+	res := &results{rows: rows, rounds: rounds, size: size, timeout: timeout, m: map[*row][]measurement{},
+		base: findIn(rows, sluiceDefaultID), ratioHead: "sluice/row"}
 	for _, r := range rows {
 		res.m[r] = make([]measurement, rounds)
 	}
@@ -40,6 +45,19 @@ func newTreeResults(rows []*row, rounds int, t *treeSource, timeout time.Duratio
 }
 
 func (res *results) set(r *row, round int, m measurement) { res.m[r][round] = m }
+
+// setBase makes ratios divide base's rate (nil: no ratios).
+func (res *results) setBase(base *row) {
+	res.base = base
+	if base != nil {
+		res.ratioHead = base.id + "/row"
+	}
+}
+
+// timedOut reports whether r ran into the timeout in any round so far.
+func (res *results) timedOut(r *row) bool {
+	return slices.ContainsFunc(res.m[r], func(m measurement) bool { return m.timedOut })
+}
 
 // amount is what one transfer moves in the table's unit: MiB, or files.
 func (res *results) amount() float64 {
@@ -77,7 +95,7 @@ type summary struct {
 func (res *results) summarize(r *row) summary {
 	var s summary
 	var rates, ratios, rss, cpu, walls []float64
-	base := findIn(res.rows, sluiceDefaultID)
+	base := res.base
 	for round := range res.rounds {
 		m := res.m[r][round]
 		v, bound, ok := res.rate(r, round)
@@ -143,10 +161,10 @@ func (res *results) write(w io.Writer, cfg *config, heading string) {
 	bc, what := caseFile, formatSize(res.size)
 	if res.files > 0 {
 		bc, what = caseTree, fmt.Sprintf("%d files", res.files)
-		fmt.Fprintln(w, "| row | files/s (median) | wall s (median) | sluice/row | peak RSS MiB | CPU s |")
+		fmt.Fprintf(w, "| row | files/s (median) | wall s (median) | %s | peak RSS MiB | CPU s |\n", res.ratioHead)
 		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|")
 	} else {
-		fmt.Fprintln(w, "| row | MiB/s (median) | sluice/row | peak RSS MiB | CPU s/GiB |")
+		fmt.Fprintf(w, "| row | MiB/s (median) | %s | peak RSS MiB | CPU s/GiB |\n", res.ratioHead)
 		fmt.Fprintln(w, "|---|--:|--:|--:|--:|")
 	}
 	anyBound := false

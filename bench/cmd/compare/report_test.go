@@ -114,15 +114,15 @@ func TestShellQuote(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"-size", "64MiB", "-rounds", "1", "-rtt", "0,10ms", "-dir", "up", "-rows", "plain,openssh"})
 	require.NoError(t, err)
-	require.Equal(t, int64(64<<20), cfg.sizeFor(10*time.Millisecond))
+	require.Equal(t, []int64{64 << 20}, cfg.sizesFor(10*time.Millisecond))
 	require.Equal(t, []time.Duration{0, 10 * time.Millisecond}, cfg.rtts)
 	require.Equal(t, []direction{upload}, cfg.dirs)
 	require.Len(t, cfg.rows, 2)
 
 	cfg, err = parseFlags(nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(1<<30), cfg.sizeFor(0))
-	require.Equal(t, int64(256<<20), cfg.sizeFor(50*time.Millisecond))
+	require.Equal(t, []int64{1 << 30}, cfg.sizesFor(0))
+	require.Equal(t, []int64{256 << 20}, cfg.sizesFor(50*time.Millisecond))
 
 	require.Equal(t, []benchCase{caseFile, caseTree}, cfg.cases)
 	require.Equal(t, 1000, cfg.treeFilesFor(0))

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
@@ -26,6 +28,12 @@ type row struct {
 	detail func(*config, benchCase) string
 	// sftp rows go through sftp-server, whose log confirms the bytes it moved.
 	sftp bool
+	// remoteFile rows without sftp-server write an upload's destination themselves
+	// (plain-par's dd), so it is checked against the source.
+	remoteFile bool
+	// pipe rows take part in the pipe case only: they start OpenSSH ssh(1) processes
+	// themselves, and the child dials no x/crypto connection for them.
+	pipe bool
 	// transfer runs in a child process; nil means the row is OpenSSH sftp(1), which the
 	// harness runs itself.
 	transfer transferFunc
@@ -41,9 +49,18 @@ func (r *row) label(cfg *config, c benchCase) string {
 	return r.title
 }
 
-// runs reports whether r takes part in tables of case c.
+// runs reports whether r takes part in tables of case c. sftp(1) (transfer == nil) is
+// the reference in every case.
 func (r *row) runs(c benchCase) bool {
-	return c == caseFile || r.transfer == nil || r.tree != nil
+	switch {
+	case r.transfer == nil:
+		return true
+	case c == casePipe:
+		return r.pipe
+	case c == caseTree:
+		return r.tree != nil && !r.pipe
+	}
+	return !r.pipe
 }
 
 // childFunc is what a child process runs for r in j.
@@ -54,8 +71,23 @@ func (r *row) childFunc(j *job) transferFunc {
 	return r.transfer
 }
 
-// sluiceDefaultID is the row every ratio is computed against.
+// sluiceDefaultID is the row every ratio is computed against, except in the pipe case.
 const sluiceDefaultID = "sluice"
+
+// The pipe case's sluice rows (sluicepipe.go, sluicepipe_opener.go).
+const (
+	pipeRowID       = "sluice-pipe"
+	pipeOpenerRowID = "sluice-pipe-opener"
+)
+
+// pipeBaseRow is the row a pipe table's ratios divide: the pipe client with an opener,
+// or without one in a build that has no opener row.
+func pipeBaseRow(rows []*row) *row {
+	if r := findIn(rows, pipeOpenerRowID); r != nil {
+		return r
+	}
+	return findIn(rows, pipeRowID)
+}
 
 var registry []*row
 
@@ -63,11 +95,7 @@ var registry []*row
 // when the sluice package builds (see sluice.go).
 func register(r *row) { registry = append(registry, r) }
 
-func registeredRows() []*row {
-	out := slices.Clone(registry)
-	slices.SortStableFunc(out, func(a, b *row) int { return a.order - b.order })
-	return out
-}
+func registeredRows() []*row { return sortRows(slices.Clone(registry)) }
 
 func rowIDs() []string {
 	var ids []string
@@ -77,10 +105,51 @@ func rowIDs() []string {
 	return ids
 }
 
+// findRow returns the registered row id, or the member of a row family it names.
 func findRow(id string) *row {
 	for _, r := range registry {
 		if r.id == id {
 			return r
+		}
+	}
+	for _, f := range families {
+		if n, ok := f.member(id); ok {
+			return f.make(n)
+		}
+	}
+	return nil
+}
+
+// rowFamily makes rows that take a number, named prefix+number: sluice with a fixed
+// channel count is "sluice-ch8". The child process rebuilds the row from its id.
+type rowFamily struct {
+	prefix string
+	max    int
+	make   func(n int) *row
+}
+
+var families []rowFamily
+
+// registerFamily adds a family; like register, called from init.
+func registerFamily(f rowFamily) { families = append(families, f) }
+
+// member parses id as prefix+n with 1 <= n <= f.max.
+func (f rowFamily) member(id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, f.prefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 || n > f.max || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
+func findFamily(prefix string) *rowFamily {
+	for i := range families {
+		if families[i].prefix == prefix {
+			return &families[i]
 		}
 	}
 	return nil

@@ -46,7 +46,11 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	if h.timePath == "" {
 		fmt.Fprintln(progress, "compare: GNU time not found (apt-get install time); peak RSS will not be reported")
 	}
-	if h.env, err = newEnv(cfg.workRoot); err != nil {
+	if cfg.summary {
+		h.summary = &summaryTable{plainPar: cfg.plainPar}
+		defer func() { h.summary.write(out) }()
+	}
+	if h.env, err = newEnv(cfg.workRoot, cfg.maxSessions); err != nil {
 		return err
 	}
 	defer h.env.close()
@@ -68,6 +72,10 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 				crows = append(crows, r)
 			}
 		}
+		if c == casePipe && !slices.ContainsFunc(crows, func(r *row) bool { return r.pipe }) {
+			fmt.Fprintln(progress, "compare: no pipe row in this run (a -tags nosluice build, or -rows); leaving the pipe case out")
+			continue
+		}
 		if len(crows) == 0 {
 			fmt.Fprintf(progress, "compare: no row of this run copies a %s; leaving that case out\n", c)
 			continue
@@ -81,23 +89,10 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	return nil
 }
 
-// tables runs case c at one RTT, one table per direction, printing each as soon as it is
-// complete.
+// tables runs case c at one RTT, one table per size and direction, printing each as soon
+// as it is complete.
 func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	cfg := h.cfg
-	w := &workload{c: c, size: cfg.sizeFor(rtt)}
-	what := formatSize(w.size)
-	if c == caseTree {
-		shape := cfg.tree
-		shape.files = cfg.treeFilesFor(rtt)
-		t, err := h.env.tree(shape)
-		if err != nil {
-			return err
-		}
-		w.tree, w.size, what = t, t.size(), t.describe()
-	} else if _, err := h.env.source(w.size); err != nil {
-		return err
-	}
 	addr, where := h.env.sshd.Addr, "direct"
 	if rtt > 0 {
 		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
@@ -110,36 +105,80 @@ func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time
 		}
 		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
 	}
-	for _, dir := range cfg.dirs {
-		res := newResults(rows, cfg.rounds, w.size, cfg.timeout)
-		if w.tree != nil {
-			res = newTreeResults(rows, cfg.rounds, w.tree, cfg.timeout)
-		}
-		stopped := false
-		for round := range cfg.rounds {
-			// Alternate the order so that no row always runs right after the
-			// same neighbour (page cache, CPU frequency, sshd's state).
-			order := slices.Clone(rows)
-			if round%2 == 1 {
-				slices.Reverse(order)
+	sizes := cfg.sizesFor(rtt)
+	if c == caseTree {
+		sizes = sizes[:1] // the tree's shape sets its size
+	}
+	for _, size := range sizes {
+		w := &workload{c: c, size: size}
+		what := formatSize(w.size)
+		if c == caseTree {
+			shape := cfg.tree
+			shape.files = cfg.treeFilesFor(rtt)
+			t, err := h.env.tree(shape)
+			if err != nil {
+				return err
 			}
-			for _, r := range order {
-				if ctx.Err() != nil || time.Now().After(deadline) {
-					stopped = true
-					break
-				}
-				res.set(r, round, h.run(ctx, r, dir, addr, w, round))
-				if cfg.verbose {
-					fmt.Fprintln(progress, progressLine(res, r, round, dir, rtt))
-				}
-			}
+			w.tree, w.size, what = t, t.size(), t.describe()
+		} else if _, err := h.env.source(w.size); err != nil {
+			return err
 		}
-		res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, what, cfg.rounds))
-		if stopped {
-			return errStopped
+		if c == casePipe {
+			what += ", pipe clients"
+		}
+		for _, dir := range cfg.dirs {
+			res, rounds, stopped := h.table(ctx, w, rows, rtt, dir, addr, deadline, progress)
+			res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, what, rounds))
+			if h.summary != nil && c != casePipe {
+				h.summary.add(res, rtt, dir, rounds)
+			}
+			if stopped {
+				return errStopped
+			}
 		}
 	}
 	return nil
+}
+
+// table runs the rounds of one table and returns its results, the rounds it started,
+// and whether the deadline or a signal cut it short.
+func (h *harness) table(ctx context.Context, w *workload, rows []*row, rtt time.Duration, dir direction, addr string, deadline time.Time, progress io.Writer) (res *results, rounds int, stopped bool) {
+	cfg := h.cfg
+	res = newResults(rows, cfg.rounds, w.size, cfg.timeout)
+	if w.tree != nil {
+		res = newTreeResults(rows, cfg.rounds, w.tree, cfg.timeout)
+	}
+	if w.c == casePipe {
+		res.setBase(pipeBaseRow(rows))
+	}
+	start := time.Now()
+	for round := range cfg.rounds {
+		if round > 0 && cfg.tableBudget > 0 && time.Since(start) >= cfg.tableBudget {
+			break
+		}
+		rounds++
+		// Alternate the order so that no row always runs right after the
+		// same neighbour (page cache, CPU frequency, sshd's state).
+		order := slices.Clone(rows)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, r := range order {
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return res, rounds, true
+			}
+			// A row that ran into -timeout already shows a bound; running it again
+			// would only spend another -timeout on the same bound.
+			if res.timedOut(r) {
+				continue
+			}
+			res.set(r, round, h.run(ctx, r, dir, addr, w, round))
+			if cfg.verbose {
+				fmt.Fprintln(progress, progressLine(res, r, round, dir, rtt))
+			}
+		}
+	}
+	return res, rounds, false
 }
 
 func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
@@ -164,6 +203,14 @@ func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
 		fmt.Fprintf(w, "- tree case: %s; files/s = files / wall time of the client process (connect, authenticate, copy, close), the same clock for every row; rows without a recursive copy are left out\n", count)
 		fmt.Fprintln(w, "- tree case: sftp(1) runs get -r / put -r; sluice runs Get / Put with Recursive(); every copy is counted and compared file by file")
 	}
+	if r := findIn(rows, "plain-par"); r != nil {
+		fmt.Fprintf(w, "- %s: %d x/crypto SSH connections at once, each running dd over 1/%d of the file (no SFTP): what the link and cores carry with %d windows and %d cipher streams\n",
+			r.title, cfg.plainPar, cfg.plainPar, cfg.plainPar, cfg.plainPar)
+	}
+	if slices.Contains(cfg.cases, casePipe) {
+		fmt.Fprintln(w, "- pipe case: sluice NewClientPipe over OpenSSH `ssh -s sftp` processes (same key and options as sftp(1)); ratios there divide the pipe-opener row's rate (or the one-pipe row's without it); CPU and RSS include the ssh processes")
+	}
+	fmt.Fprintf(w, "- sshd MaxSessions %d (room for the fixed-channel rows; OpenSSH's default is 10)\n", cfg.maxSessions)
 	if findIn(rows, sluiceDefaultID) != nil {
 		fmt.Fprintln(w, "- sluice/row = sluice default rate / row rate (MiB/s, or files/s) in the same round, median over rounds (> 1: sluice is faster)")
 	} else {

@@ -30,6 +30,7 @@ type harness struct {
 	// at least as large as the harness (with the proxy's buffers). GNU time forks from
 	// a process of about 1 MiB, so its %M is the client's own. "" = not installed.
 	timePath string
+	summary  *summaryTable // -summary; nil without it
 }
 
 // measurement is one transfer as seen from outside the client process.
@@ -62,7 +63,8 @@ type workload struct {
 // afterwards in every case.
 func (h *harness) run(ctx context.Context, r *row, dir direction, addr string, w *workload, round int) measurement {
 	j := &job{Row: r.id, Addr: addr, User: h.env.sshd.User, KeyFile: h.env.sshd.KeyFile,
-		HostKey: h.env.hostKey, Dir: dir, Size: w.size, Tree: w.tree != nil, Timeout: h.cfg.timeout, Sluice: h.cfg.sluice}
+		HostKey: h.env.hostKey, KnownHosts: h.env.knownHosts, Dir: dir, Size: w.size, Tree: w.tree != nil,
+		Timeout: h.cfg.timeout, Sluice: h.cfg.sluice, Parallel: h.cfg.plainPar}
 	if w.tree != nil {
 		// A destination that does not exist yet, in a directory that does: sftp(1)'s
 		// get -r and put -r and sluice's Get and Put all then create it as the copy,
@@ -125,7 +127,7 @@ func (h *harness) verify(r *row, j *job, w *workload) error {
 		}
 		return h.env.log.awaitUnder(j.Remote, j.Dir, j.Size, 5*time.Second)
 	}
-	if j.Dir == upload && r.sftp {
+	if j.Dir == upload && (r.sftp || r.remoteFile) {
 		fi, err := os.Stat(j.Remote)
 		if err != nil {
 			return err
@@ -133,6 +135,10 @@ func (h *harness) verify(r *row, j *job, w *workload) error {
 		if fi.Size() != j.Size {
 			return fmt.Errorf("uploaded file has %d bytes, want %d", fi.Size(), j.Size)
 		}
+	}
+	if j.Dir == upload && r.remoteFile {
+		// No server log to confirm what arrived: compare it with the source.
+		return sameContent(j.Local, j.Remote)
 	}
 	if r.sftp {
 		return h.env.log.await(j.Remote, j.Dir, j.Size, 5*time.Second)
@@ -147,14 +153,8 @@ func (h *harness) opensshCommand(j *job) (clientCmd, error) {
 	if err != nil {
 		return clientCmd{}, err
 	}
-	cc := clientCmd{path: h.sftpPath, args: []string{
-		"-b", "-", "-F", "/dev/null",
-		"-o", "Ciphers=" + sshdtest.CipherAES128GCM,
-		"-i", j.KeyFile, "-o", "IdentitiesOnly=yes",
-		"-o", "UserKnownHostsFile=" + h.env.knownHosts, "-o", "GlobalKnownHostsFile=/dev/null",
-		"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
-		"-P", port, j.User + "@127.0.0.1",
-	}}
+	args := append([]string{"-b", "-"}, opensshOptions(j)...)
+	cc := clientCmd{path: h.sftpPath, args: append(args, "-P", port, j.User+"@127.0.0.1")}
 	// get to /dev/null, like the Go rows' io.Discard. sftp's batch parser takes
 	// double-quoted arguments; the harness's paths never contain quotes. A tree goes
 	// with -r, to a destination that does not exist yet: get -r creates it (its parent
@@ -170,6 +170,51 @@ func (h *harness) opensshCommand(j *job) (clientCmd, error) {
 		cc.stdin = strings.NewReader(fmt.Sprintf("put %q %q\n", j.Local, j.Remote))
 	}
 	return cc, nil
+}
+
+// opensshOptions are the options sftp(1) and the pipe rows' ssh(1) share: no ssh_config,
+// the harness's key and known_hosts, the one cipher every row uses, no prompts.
+func opensshOptions(j *job) []string {
+	return []string{
+		"-F", "/dev/null",
+		"-o", "Ciphers=" + sshdtest.CipherAES128GCM,
+		"-i", j.KeyFile, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + j.KnownHosts, "-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+	}
+}
+
+// sameContent reports whether files a and b hold the same bytes.
+func sameContent(a, b string) error {
+	fa, err := os.Open(a)
+	if err != nil {
+		return err
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return err
+	}
+	defer fb.Close()
+	bufA, bufB := make([]byte, 1<<20), make([]byte, 1<<20)
+	for off := int64(0); ; off += int64(len(bufA)) {
+		na, errA := io.ReadFull(fa, bufA)
+		nb, errB := io.ReadFull(fb, bufB)
+		endA := errors.Is(errA, io.EOF) || errors.Is(errA, io.ErrUnexpectedEOF)
+		endB := errors.Is(errB, io.EOF) || errors.Is(errB, io.ErrUnexpectedEOF)
+		if errA != nil && !endA {
+			return errA
+		}
+		if errB != nil && !endB {
+			return errB
+		}
+		if na != nb || !bytes.Equal(bufA[:na], bufB[:nb]) {
+			return fmt.Errorf("%s differs from %s in the MiB at offset %d", b, a, off)
+		}
+		if endA { // and so endB: both read the same short count
+			return nil
+		}
+	}
 }
 
 // execute runs one client process under the per-transfer timeout, under GNU time when

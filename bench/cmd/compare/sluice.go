@@ -7,8 +7,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"os"
 
 	sluice "github.com/sluicehq/sftp"
 	"golang.org/x/crypto/ssh"
@@ -80,29 +78,5 @@ func sluiceTransfer(ctx context.Context, conn *ssh.Client, j *job, opts ...sluic
 		return 0, err
 	}
 	defer c.Close()
-	if j.Dir == download {
-		f, err := c.Open(ctx, j.Remote)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(io.Discard, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return n, err
-	}
-	src, err := os.Open(j.Local)
-	if err != nil {
-		return 0, err
-	}
-	defer src.Close()
-	f, err := c.Create(ctx, j.Remote)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(f, src)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return copyWithClient(ctx, c, j)
 }

@@ -20,7 +20,7 @@ func init() { soakWorkload = sluiceSoak }
 // goroutine stops at the same deadline; a read cut short by it is not an error, and
 // counts the bytes it had moved.
 func sluiceSoak(ctx context.Context, j *job) (soakResult, error) {
-	conn, err := dial(j)
+	conn, err := dial(ctx, j)
 	if err != nil {
 		return soakResult{}, fmt.Errorf("dial: %w", err)
 	}
