@@ -106,7 +106,8 @@ func WithMaxPacket(n int) Option {
 // WithDialer on the connections it dials. Within that ceiling a transfer sizes its lanes
 // to the link: none extra below 2 ms round trip, else as many as the round trip
 // suggests, more while each doubling still adds speed. NewClientPipe uses one unless
-// WithPipeOpener is given.
+// WithPipeOpener is given. On links where it stripes, these data channels carry the
+// files and the Client's first channel is kept for small calls beside them.
 func WithChannels(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 64 {
@@ -253,7 +254,8 @@ type Client struct {
 	// without WithPipeOpener.
 	source     laneSource
 	chans      channelSet
-	laneMemory laneMemory // the lane counts transfers settled on (lanerule.go)
+	ctl        controlLane // opens data channels for files (controllane.go)
+	laneMemory laneMemory  // the lane counts transfers settled on (lanerule.go)
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -496,10 +498,12 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // error that matches net.ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.ctl.stop()
 		c.chans.closeAll()
 		if c.source != nil {
 			c.source.close()
 		}
+		c.ctl.wait()
 	})
 	return nil
 }

@@ -70,7 +70,9 @@
 // measured) a large transfer is striped: the file is opened on up to WithChannels(n)
 // SFTP channels (default 4) of the same SSH connection, each moving its own ranges.
 // Striping is invisible to the caller: the data arrives in order through the same io
-// interfaces. NewClientPipe always uses one channel.
+// interfaces. NewClientPipe always uses one channel. On such links files are opened on
+// those data channels and the Client's first channel is kept for small calls (Stat,
+// Rename, ReadDir, ...), so that they never wait behind bulk data.
 //
 // # Errors
 //

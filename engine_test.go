@@ -263,7 +263,9 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(size), n)
 	require.NoError(t, f.Close())
-	require.Equal(t, 4, len(c.chans.live()), "channels the upload striped over")
+	// The file is on the main channel (the first data channel was not open yet when it
+	// was created), so the upload striped over it and four data channels.
+	require.Equal(t, 5, len(c.chans.live()), "channels the upload striped over")
 	got, err := srv.ReadFile("/up")
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)

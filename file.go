@@ -70,7 +70,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // OpenFile opens the named file with os.O_* flags; perm is used when the file is
 // created. As with Open, ctx bounds only the open.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
-	f, err := c.openFile(ctx, c.main, name, flag, perm)
+	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see controllane.go
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}

@@ -44,15 +44,23 @@ type channelSet struct {
 
 func (s *channelSet) init(main *conn) { s.conns = []*conn{main} }
 
-// closeAll closes every channel and waits for their readers.
+// closeAll closes every channel and waits for their readers. A reader ends when the
+// server has closed its side, a round trip and a server process's exit away: the
+// channels close in parallel, so that Client.Close costs that once, not per channel.
 func (s *channelSet) closeAll() {
 	s.mu.Lock()
 	conns := s.conns
 	s.conns, s.closed = nil, true
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, cn := range conns {
-		cn.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cn.close()
+		}()
 	}
+	wg.Wait()
 }
 
 // live returns the channels that have not failed, dropping dead ones from the set.
@@ -74,7 +82,7 @@ func (s *channelSet) live() []*conn {
 	return out
 }
 
-// eachChannel calls use for up to n live channels, opening missing ones concurrently.
+// eachChannel calls use for up to n live channels other than the main one, opening missing ones concurrently.
 // use runs for each channel as soon as it is ready, from several goroutines at once, so
 // a transfer can put a new channel to work without waiting for the slowest to open (sshd
 // starts a subsystem process for each, one after another). When the server refuses a
@@ -90,11 +98,11 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 			}
 		}
 	}
-	useAll(c.chans.live())
+	useAll(c.laneChannels()) // never the main channel: see controllane.go
 	if len(seen) < n && c.source != nil && !c.chans.isRefused() {
 		c.chans.grow.Lock()
-		useAll(c.chans.live()) // what another transfer opened while we waited
-		for i := len(c.chans.live()); i < n && !c.chans.isRefused(); i++ {
+		useAll(c.laneChannels()) // what another transfer opened while we waited
+		for i := len(c.laneChannels()); i < n && !c.chans.isRefused(); i++ {
 			g.Go(func() error {
 				cn, err := c.source.open(ctx)
 				if err != nil {

@@ -32,6 +32,8 @@ type job struct {
 	Sluice     sluiceOptions `json:"sluice"`
 	// Parallel is the plain-par row's connection count.
 	Parallel int `json:"parallel,omitempty"`
+	// Soak, if set, makes the job a soak (soak.go) rather than a transfer.
+	Soak *soakJob `json:"soak,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -57,6 +59,9 @@ func childMain(spec string) int {
 	if err := json.Unmarshal([]byte(spec), &j); err != nil {
 		fmt.Fprintln(os.Stderr, "child: bad job:", err)
 		return 2
+	}
+	if j.Soak != nil {
+		return soakChildMain(&j)
 	}
 	r := findRow(j.Row)
 	if r == nil || r.childFunc(&j) == nil {

@@ -82,7 +82,7 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestSmokeLanes runs the rows and the case issue 11 measures with: plain-par, fixed
-// channel counts, the pipe case (with the opener row when built with -tags pipeopener)
+// channel counts, the pipe case (with the opener row)
 // and -summary, direct and through the delay proxy, with two sizes.
 func TestSmokeLanes(t *testing.T) {
 	if testing.Short() {
@@ -98,7 +98,7 @@ func TestSmokeLanes(t *testing.T) {
 		t.Skip("OpenSSH ssh(1) not installed: no pipe rows")
 	}
 	rows := "openssh,sluice,plain-par," + pipeRowID
-	for _, id := range []string{pipeOpenerRowID, "sluice-dialer"} { // with -tags pipeopener
+	for _, id := range []string{pipeOpenerRowID, "sluice-dialer"} {
 		if findRow(id) != nil {
 			rows += "," + id
 		}

@@ -10,6 +10,7 @@
 //	go run ./cmd/compare -size 64MiB -rounds 1           # smoke check
 //	go run ./cmd/compare -rtt 0,10ms,50ms                # the full comparison
 //	go run ./cmd/compare -case tree -rtt 0,50ms          # many small files only
+//	go run ./cmd/compare -case soak -rtt 50ms            # Stat latency under bulk reads
 package main
 
 import (
@@ -72,6 +73,13 @@ type config struct {
 	tableBudget time.Duration
 	// summary prints one table of every table's key figures at the end (-summary).
 	summary bool
+	soak    soakOptions
+}
+
+// soakOptions shape the soak case (soak.go).
+type soakOptions struct {
+	workers  int
+	duration time.Duration
 }
 
 // sluiceOptions are the "sluice tuned" row's settings; 0 leaves the library default.
@@ -129,6 +137,7 @@ const (
 	// casePipe is one big file moved by pipe clients: sluice over `ssh -s sftp`
 	// processes (NewClientPipe), with one pipe and with a pipe opener.
 	casePipe benchCase = "pipe"
+	caseSoak benchCase = "soak" // Stat latency under bulk load, soak.go; not part of "all"
 )
 
 // allCases is every case in the order tables are printed.
@@ -157,7 +166,7 @@ func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
 		size     = fs.String("size", "auto", "comma-separated bytes per transfer, e.g. 64MiB or 256MiB,1GiB (a table each); auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
-		cases    = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), or all")
+		cases    = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), or all (all but soak)")
 		fixed    = fs.String("sluice-fixed", "", "comma-separated channel counts, e.g. 4,8,16,32: adds a row sluice WithChannels(n) for each (file case)")
 		rtts     = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
 		rounds   = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
@@ -180,6 +189,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.maxSessions, "max-sessions", maxFixedChannels, "sshd MaxSessions (OpenSSH's default is 10; higher lets fixed-channel rows open their channels)")
 	fs.DurationVar(&cfg.tableBudget, "table-budget", 0, "no new round starts in a table after this much time went into it (0 = always -rounds)")
 	fs.BoolVar(&cfg.summary, "summary", false, "print one summary table (sftp(1), sluice, ratio, plain-par) at the end")
+	fs.IntVar(&cfg.soak.workers, "soak-workers", 64, "soak case: goroutines on the one Client (half Stat, half 4 MiB reads)")
+	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -218,6 +229,12 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if cfg.sluice.Parallel < 0 || cfg.sluice.Parallel > 1024 {
 		return nil, fmt.Errorf("-sluice-parallel %d: want 1 to 1024 (0 = library default)", cfg.sluice.Parallel)
+	}
+	if cfg.soak.workers < 2 || cfg.soak.workers > 1024 {
+		return nil, fmt.Errorf("-soak-workers %d: want 2 to 1024", cfg.soak.workers)
+	}
+	if cfg.soak.duration < time.Second || cfg.soak.duration > 10*time.Minute {
+		return nil, fmt.Errorf("-soak-time %v: want 1s to 10m", cfg.soak.duration)
 	}
 	cfg.tree.fileSize = treeFileSize
 	for _, s := range strings.Split(*rtts, ",") {
@@ -290,13 +307,13 @@ func parseCases(spec string) ([]benchCase, error) {
 	want := map[benchCase]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		c := benchCase(strings.TrimSpace(s))
-		if !slices.Contains(allCases, c) {
-			return nil, fmt.Errorf("-case %q: want file, tree, pipe or all", s)
+		if !slices.Contains(allCases, c) && c != caseSoak {
+			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak or all", s)
 		}
 		want[c] = true
 	}
 	var out []benchCase
-	for _, c := range allCases {
+	for _, c := range append(slices.Clone(allCases), caseSoak) {
 		if want[c] {
 			out = append(out, c)
 		}

@@ -58,6 +58,14 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 
 	deadline := time.Now().Add(cfg.deadline)
 	for _, c := range cfg.cases {
+		if c == caseSoak {
+			for _, rtt := range cfg.rtts {
+				if err := h.soakTable(ctx, rtt, deadline, out, progress); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		var crows []*row
 		for _, r := range rows {
 			if r.runs(c) {

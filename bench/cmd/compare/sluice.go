@@ -40,7 +40,7 @@ func dialOption(j *job) []sluice.Option {
 	if !j.Sluice.Dial {
 		return nil
 	}
-	return []sluice.Option{sluice.WithDialer(func(context.Context) (*ssh.Client, error) { return dial(j) })}
+	return []sluice.Option{sluice.WithDialer(func(ctx context.Context) (*ssh.Client, error) { return dial(ctx, j) })}
 }
 
 // tunedOptions are the client options of the "sluice tuned" row.

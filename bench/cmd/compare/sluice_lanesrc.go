@@ -1,7 +1,6 @@
-//go:build pipeopener && !nosluice
+//go:build !nosluice
 
-// Rows for lanes from more than one source, which need sluice.WithPipeOpener and
-// sluice.WithDialer: build with -tags pipeopener until both are on main.
+// Rows for lanes from more than one source: sluice.WithPipeOpener and sluice.WithDialer.
 
 package main
 

@@ -1,0 +1,135 @@
+package sftp
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// The control lane. An SFTP channel answers in order (one sftp-server process per
+// channel) and carries at most one 2 MiB window of replies per round trip, so a Stat
+// sent behind a window of bulk DATA waits for that DATA to cross the link: several
+// round trips on a long link. So on a link where striping pays (Client.stripes), the
+// main channel is kept for metadata: files are opened on data channels, and striped
+// transfers add lanes on data channels only (laneChannels). Stat, Rename, ReadDir and
+// the rest then wait behind nothing but other small calls.
+//
+// The first data channel is opened in the background, when the first file is opened
+// on a long link: until it is ready files go on the main channel as before, so no Open
+// waits for a channel to be set up. More data channels come from striping, or, when
+// every data channel is busy with files of its own (busyChannel), from another
+// background open, up to WithChannels(n). A file goes on the data channel with the
+// fewest requests in flight, taking turns among equals so idle files spread too.
+//
+// On a short link nothing changes: the main channel carries everything, as one
+// channel's window is not what limits it there.
+
+// busyChannel is how many requests a data channel must have in flight before a new
+// file's open asks for another data channel: about a window's worth of full-size
+// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
+const busyChannel = 8
+
+// controlLane opens data channels in the background for Client.fileChannel.
+type controlLane struct {
+	turn atomic.Uint32 // rotates the choice among equally loaded channels
+
+	mu      sync.Mutex
+	ctx     context.Context // ends with the Client; nil until the first open
+	cancel  context.CancelFunc
+	opening chan struct{} // closed when the open under way ends; nil when none is
+	closed  bool
+	wg      sync.WaitGroup // the opener goroutine, for Client.Close
+}
+
+// fileChannel returns the channel to open a file on: the least loaded data channel
+// on a long link, else the main channel. It never waits for a channel to open.
+func (c *Client) fileChannel() *conn {
+	if !c.stripes() {
+		return c.main
+	}
+	data := c.laneChannels()
+	best := c.ctl.leastLoaded(data)
+	if len(data) < c.opts.channels && (best == nil || inFlight(best) >= busyChannel) {
+		c.ctl.open(c, len(data)+1)
+	}
+	if best == nil {
+		return c.main
+	}
+	return best
+}
+
+// laneChannels returns the live channels a transfer may add as lanes: every channel
+// but the main one, which is kept for small calls (a File still open on the main
+// channel keeps it as its own lane).
+func (c *Client) laneChannels() []*conn {
+	return slices.DeleteFunc(c.chans.live(), func(cn *conn) bool { return cn == c.main })
+}
+
+// leastLoaded returns the channel of conns with the fewest requests in flight, taking
+// turns among equals; nil when conns is empty.
+func (l *controlLane) leastLoaded(conns []*conn) *conn {
+	if len(conns) == 0 {
+		return nil
+	}
+	loads := make([]int, len(conns))
+	low := int(^uint(0) >> 1)
+	for i, cn := range conns {
+		loads[i] = inFlight(cn)
+		low = min(low, loads[i])
+	}
+	var ties []*conn
+	for i, cn := range conns {
+		if loads[i] == low {
+			ties = append(ties, cn)
+		}
+	}
+	return ties[int(l.turn.Add(1)-1)%len(ties)]
+}
+
+// inFlight counts the requests cn has sent and not yet had answered.
+func inFlight(cn *conn) int {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return len(cn.pending)
+}
+
+// open makes sure c has n data channels, in the background: one open at a time, none
+// once the server has refused a channel or the Client is closed.
+func (l *controlLane) open(c *Client, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.opening != nil || l.closed || c.chans.isRefused() {
+		return
+	}
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancel(context.Background())
+	}
+	done := make(chan struct{})
+	l.opening = done
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		c.eachChannel(l.ctx, n, func(*conn) {})
+		l.mu.Lock()
+		l.opening = nil
+		l.mu.Unlock()
+		close(done)
+	}()
+}
+
+// stop ends an open under way, without waiting for it (see wait); no open starts
+// after it.
+func (l *controlLane) stop() {
+	l.mu.Lock()
+	l.closed = true
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+}
+
+// wait waits for the open stop ended. Giving up a channel half set up costs a round
+// trip (the server has to close its side), so Client.Close waits for it only after
+// closing the other channels, which costs the same, rather than before.
+func (l *controlLane) wait() { l.wg.Wait() }
