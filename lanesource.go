@@ -223,8 +223,7 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 	var err error
 	select {
 	case s.dialing <- struct{}{}:
-		sc, err = s.dial(ctx)
-		<-s.dialing
+		sc, err = s.dialOrGiveUp(ctx)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -253,6 +252,34 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 		}()
 	}
 	close(l.ready)
+}
+
+// dialOrGiveUp runs the dialer, holding a place in s.dialing until it returns, but
+// waits for it no longer than ctx: a dialer that ignores its ctx must not hold
+// Client.Close (which cancels ctx) or a transfer past its ctx. A connection such a
+// dialer delivers after the wait ended is closed, as nobody will use it.
+func (s *sshLanes) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
+	type dialled struct {
+		sc  *ssh.Client
+		err error
+	}
+	done := make(chan dialled, 1)
+	go func() {
+		sc, err := s.dial(ctx)
+		<-s.dialing
+		done <- dialled{sc, err}
+	}()
+	select {
+	case d := <-done:
+		return d.sc, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.sc != nil {
+				d.sc.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // session opens a lane on t's connection. The lane gives its place back when its

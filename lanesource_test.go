@@ -135,12 +135,14 @@ func TestDialerMaxSessionsOne(t *testing.T) {
 	data := randBytes(stripeSize, 31)
 
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 4) })
+	// The first file opens on the main channel (the first data channel is only being
+	// opened), and stripes over the four data channels: five handles.
+	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 5) })
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
-	e.requireStriped(t, down, 4, stripeSize, false)
-	require.Len(t, d.dialled(), 3, "connections dialled: one for each lane past the main channel")
+	e.requireStriped(t, down, 5, stripeSize, false)
+	require.Len(t, d.dialled(), 4, "connections dialled: one for each data channel")
 
 	up := e.file(t, "up", nil)
 	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return e.awaitLanes(c, up, 4) })
@@ -149,8 +151,8 @@ func TestDialerMaxSessionsOne(t *testing.T) {
 	closeFile(t, f)
 	requireSameBytes(t, data, readLocal(t, up))
 	e.requireStriped(t, up, 4, stripeSize, true)
-	require.Len(t, d.dialled(), 3, "the upload reused the dialled connections")
-	require.Equal(t, 4, e.sessions(t))
+	require.Len(t, d.dialled(), 4, "the upload reused the dialled connections")
+	require.Equal(t, 5, e.sessions(t))
 
 	require.NoError(t, c.Close())
 	for _, sc := range d.dialled() {
@@ -170,13 +172,15 @@ func TestDialerSpreadsLanes(t *testing.T) {
 	c, _ := e.dialerClient(t, d, WithChannels(6), withLanesPerConn(2))
 	data := randBytes(stripeSize, 34)
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 6) })
+	// The file opens on the main channel and stripes over six data channels: seven
+	// sessions, two on the caller's connection and the rest on three dialled ones.
+	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 7) })
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
-	e.requireStriped(t, down, 6, stripeSize, false)
-	require.Len(t, d.dialled(), 2, "connections dialled for six lanes at two each")
-	require.Equal(t, 6, e.sessions(t))
+	e.requireStriped(t, down, 7, stripeSize, false)
+	require.Len(t, d.dialled(), 3, "connections dialled for seven channels at two each")
+	require.Equal(t, 7, e.sessions(t))
 }
 
 // A dialled connection dies in the middle of a transfer. The transfer must not
@@ -193,7 +197,7 @@ func TestDialedConnectionDies(t *testing.T) {
 				writeLocal(t, name, data, 0o644)
 			}
 			kill := func() error {
-				if err := e.awaitLanes(c, name, 4); err != nil {
+				if err := e.awaitLanes(c, name, 5); err != nil {
 					return err
 				}
 				return elsewhere(func() error { return d.dialled()[0].Close() })
@@ -222,15 +226,15 @@ func TestDialedConnectionDies(t *testing.T) {
 			// The dead connection's sftp-server has gone with it.
 			require.NoError(t, e.waitServerHandles(name, 0))
 			settleLanes(t, c)
-			require.Len(t, c.chans.live(), 3)
+			require.Len(t, c.chans.live(), 4, "the main channel and three data channels")
 
 			writeLocal(t, name, data, 0o644)
 			f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
 			require.NoError(t, err)
 			requireSameBytes(t, data, got)
 			closeFile(t, f)
-			require.Len(t, d.dialled(), 4, "connections dialled: the dead one again")
-			require.Len(t, c.chans.live(), 4)
+			require.Len(t, d.dialled(), 5, "connections dialled: the dead one again")
+			require.Len(t, c.chans.live(), 5)
 		})
 	}
 }
@@ -464,12 +468,14 @@ func TestPipeOpenerStripes(t *testing.T) {
 
 	down := filepath.Join(dir, "down")
 	writeLocal(t, down, data, 0o644)
-	f, got, err := download(t, c, down, 1, func() error { return ps.awaitLanes(c, down, 4) })
+	// The first file opens on the main pipe (the first data pipe is only being opened)
+	// and stripes over four data pipes: five handles, five servers.
+	f, got, err := download(t, c, down, 1, func() error { return ps.awaitLanes(c, down, 5) })
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
 	require.NoError(t, ps.waitHandles(down, 0))
-	require.Len(t, ps.all(), 4, "server processes: the first and one per extra lane")
+	require.Len(t, ps.all(), 5, "server processes: the main one and one per data lane")
 	ps.requireSpread(t, down, stripeSize, false)
 
 	up := filepath.Join(dir, "up")
@@ -480,7 +486,7 @@ func TestPipeOpenerStripes(t *testing.T) {
 	requireSameBytes(t, data, readLocal(t, up))
 	require.NoError(t, ps.waitHandles(up, 0))
 	ps.requireSpread(t, up, stripeSize, true)
-	require.Len(t, ps.all(), 4, "the upload reused the lanes")
+	require.Len(t, ps.all(), 5, "the upload reused the lanes")
 
 	require.NoError(t, c.Close())
 	for _, p := range ps.all() {
@@ -516,12 +522,13 @@ func TestDialerMaxSessionsTwo(t *testing.T) {
 	c, _ := e.dialerClient(t, d, WithChannels(6))
 	data := randBytes(stripeSize, 39)
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 6) })
+	// The file opens on the main channel and stripes over six data channels.
+	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 7) })
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
-	e.requireStriped(t, down, 6, stripeSize, false)
-	require.GreaterOrEqual(t, len(d.dialled()), 2, "connections dialled for four lanes at two a connection")
+	e.requireStriped(t, down, 7, stripeSize, false)
+	require.GreaterOrEqual(t, len(d.dialled()), 3, "connections dialled for five channels at two a connection")
 	require.False(t, c.chans.isRefused(), "refused sessions ended striping, though a dialer was given")
 }
 
