@@ -67,12 +67,14 @@
 // window of up to 64 requests in flight (WithMaxInflight), each as large as the
 // server's limits@openssh.com allows (WithMaxPacket). One SSH channel carries at most
 // its 2 MiB window per round trip; on links with a long round trip (2 ms or more,
-// measured) a large transfer is striped: the file is opened on up to WithChannels(n)
-// SFTP channels (default 4) of the same SSH connection, each moving its own ranges.
-// Striping is invisible to the caller: the data arrives in order through the same io
-// interfaces. NewClientPipe always uses one channel. On such links files are opened on
-// those data channels and the Client's first channel is kept for small calls (Stat,
-// Rename, ReadDir, ...), so that they never wait behind bulk data.
+// measured) a large transfer is striped: the file is opened on several SFTP channels,
+// each moving its own ranges, as many as the round trip calls for and more while that
+// still pays, up to WithChannels(n) (default 16). Channels are sessions of the same
+// SSH connection, of more connections WithDialer dials, or pipes WithPipeOpener opens
+// for NewClientPipe (which otherwise uses one). Striping is invisible to the caller:
+// the data arrives in order through the same io interfaces. On such links files are
+// opened on those data channels and the Client's first channel is kept for small calls
+// (Stat, Rename, ReadDir, ...), so that they never wait behind bulk data.
 //
 // # Errors
 //

@@ -98,7 +98,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverCmd, "D", "", "run `command` locally and speak SFTP over its stdin/stdout instead of SSH;\nREMOTE is then a path on it (e.g. -D '/usr/lib/openssh/sftp-server -R')")
 	fs.Var(positiveInt{p: &c.inflight}, "inflight", "requests in flight per transfer (`n`, default 64)")
 	fs.Var(positiveInt{p: &c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
-	fs.Var(positiveInt{p: &c.channels}, "channels", "SFTP channels to stripe large transfers over (`n`, default 4)")
+	fs.Var(positiveInt{p: &c.channels}, "channels", "most SFTP channels to stripe a large transfer over (`n`, default 16; fewer when the link needs fewer)")
 	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
 	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
 }
