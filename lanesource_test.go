@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -571,4 +572,39 @@ func TestCloseDuringPipeRampUp(t *testing.T) {
 	}
 	_ = f.Close()
 	goleak.VerifyNone(t, ignore)
+}
+
+// A dialer that returns a connection together with an error: the lane fails with the
+// error, and the Client closes the connection it will not use.
+func TestDialerErrorWithConnection(t *testing.T) {
+	e := newStripeEnv(t, 1)
+	refused := errors.New("the dialer's own failure")
+	var (
+		mu     sync.Mutex
+		dialed []*ssh.Client
+	)
+	dial := func(context.Context) (*ssh.Client, error) {
+		sc, err := e.sshd.DialVia(e.sshd.Addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		dialed = append(dialed, sc)
+		mu.Unlock()
+		return sc, refused
+	}
+	base, err := e.sshd.DialVia(e.sshd.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { base.Close() })
+	c, err := NewClient(testCtx(t), base, WithDialer(dial), WithChannels(2))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+
+	// sshd allows one session, the main channel's: the lane needs a dialled connection.
+	_, err = c.source.open(testCtx(t))
+	require.ErrorIs(t, err, refused)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, dialed, 1)
+	requireSSHClosed(t, dialed[0])
 }
