@@ -19,8 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
-
-	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // laneFunc is a laneSource made of a function that owns nothing: tests give a Client
@@ -111,18 +109,6 @@ func requireSSHOpen(t *testing.T, sc *ssh.Client) {
 	t.Helper()
 	_, _, err := sc.SendRequest("keepalive@openssh.com", true, nil)
 	require.NoError(t, err, "the caller's SSH connection")
-}
-
-// settleLanes makes a round trip on every extra lane: one whose connection is gone
-// fails doing so, so the next transfer does not count on it.
-func settleLanes(t *testing.T, c *Client) {
-	t.Helper()
-	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(testCtx(t), func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err == nil {
-			r.release()
-		}
-	}
 }
 
 // With sshd allowing one session per connection, every lane past the main channel
@@ -226,7 +212,7 @@ func TestDialedConnectionDies(t *testing.T) {
 			}
 			// The dead connection's sftp-server has gone with it.
 			require.NoError(t, e.waitServerHandles(name, 0))
-			settleLanes(t, c)
+			_ = roundTripLanes(c) // the lane on the dead connection fails, and is dropped
 			require.Len(t, c.chans.live(), 4, "the main channel and three data channels")
 
 			writeLocal(t, name, data, 0o644)
@@ -363,34 +349,17 @@ func (ps *pipeServers) all() []*pipeServer {
 	return slices.Clone(ps.procs)
 }
 
-// handles counts the descriptors the servers hold on name: one per open handle. They
-// are other processes, so /proc is polled (within a deadline) by waitHandles.
+// handles counts the handles the servers hold on name.
 func (ps *pipeServers) handles(name string) int {
-	n := 0
+	var pids []int
 	for _, p := range ps.all() {
-		dir := filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "fd")
-		fds, _ := os.ReadDir(dir)
-		for _, fd := range fds {
-			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == name {
-				n++
-			}
-		}
+		pids = append(pids, p.cmd.Process.Pid)
 	}
-	return n
+	return openFDs(pids, name)
 }
 
 func (ps *pipeServers) waitHandles(name string, want int) error {
-	deadline := time.Now().Add(testTimeout)
-	for {
-		got := ps.handles(name)
-		if got == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the servers hold %d handles on %s after %v, want %d", got, name, testTimeout, want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return pollHandles(ps.handles, name, want)
 }
 
 // awaitLanes is stripeEnv.awaitLanes for pipe servers.
@@ -398,16 +367,7 @@ func (ps *pipeServers) awaitLanes(c *Client, name string, want int) error {
 	if err := ps.waitHandles(name, want); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err != nil {
-			return err
-		}
-		r.release()
-	}
-	return nil
+	return roundTripLanes(c)
 }
 
 // moved sums what each server logged moving for name, as read (download) or written.

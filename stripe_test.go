@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -167,10 +168,19 @@ func (e *stripeEnv) serverHandles(name string) int {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	n := 0
+	var pids []int
 	for queue := children[e.sshd.Pid()]; len(queue) > 0; queue = queue[1:] {
-		pid := queue[0]
-		queue = append(queue, children[pid]...)
+		pids = append(pids, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return openFDs(pids, name)
+}
+
+// openFDs counts the descriptors the processes pids hold on name: one per handle an
+// sftp-server has open on it.
+func openFDs(pids []int, name string) int {
+	n := 0
+	for _, pid := range pids {
 		dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 		fds, _ := os.ReadDir(dir)
 		for _, fd := range fds {
@@ -182,41 +192,55 @@ func (e *stripeEnv) serverHandles(name string) int {
 	return n
 }
 
-// waitServerHandles waits until the server holds want handles on name. The server is
-// another process, so there is nothing to wait on but its state: it is polled, within
-// a deadline.
+// waitServerHandles waits until the server holds want handles on name.
 func (e *stripeEnv) waitServerHandles(name string, want int) error {
+	return pollHandles(e.serverHandles, name, want)
+}
+
+// pollHandles waits until handles(name), what sftp-server processes hold on name, is
+// want. The servers are other processes, so there is nothing to wait on but their
+// state: it is polled, within a deadline.
+func pollHandles(handles func(name string) int, name string, want int) error {
 	deadline := time.Now().Add(testTimeout)
 	for {
-		got := e.serverHandles(name)
+		got := handles(name)
 		if got == want {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server holds %d handles on %s after %v, want %d", got, name, testTimeout, want)
+			return fmt.Errorf("the servers hold %d handles on %s after %v, want %d", got, name, testTimeout, want)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 // awaitLanes holds a transfer (it is called from the transfer's reader or writer) until
-// its sibling handles are open on the server, then makes a round trip on every extra
-// channel: replies on a channel come in order, so each sibling's HANDLE reply has then
-// reached the transfer's opener. What follows in the transfer runs over all lanes.
+// its sibling handles are open on the server, then lets their HANDLE replies arrive
+// (roundTripLanes). What follows in the transfer runs over all lanes.
 func (e *stripeEnv) awaitLanes(c *Client, name string, want int) error {
 	if err := e.waitServerHandles(name, want); err != nil {
 		return err
 	}
+	return roundTripLanes(c)
+}
+
+// roundTripLanes makes a round trip on every live channel but the main one, and
+// returns the first error. Replies on a channel come in order, so every reply the
+// server sent on a lane before has then reached the Client; and a lane whose
+// connection is gone fails, so the Client drops it.
+func roundTripLanes(c *Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
+	var first error
 	for _, cn := range c.chans.live()[1:] {
 		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
 		if err != nil {
-			return err
+			first = cmp.Or(first, err)
+			continue
 		}
 		r.release()
 	}
-	return nil
+	return first
 }
 
 var closeLine = regexp.MustCompile(`close "(.*)" bytes read (\d+) written (\d+)`)
