@@ -381,6 +381,29 @@ func upload(t *testing.T, c *Client, name string, data []byte, sized bool, n int
 	return f, got, err
 }
 
+// downloadWhole downloads name as download does, its writer tripping after the first
+// byte, and checks that the transfer and the File's close succeed and that it
+// delivered want.
+func downloadWhole(t *testing.T, c *Client, name string, want []byte, trip func() error) {
+	t.Helper()
+	f, got, err := download(t, c, name, 1, trip)
+	require.NoError(t, err)
+	requireSameBytes(t, want, got)
+	closeFile(t, f)
+}
+
+// uploadWhole uploads data to name from a sized source as upload does, tripping after
+// the first MiB, and checks that the transfer and the File's close succeed and that
+// the server's file then holds data.
+func uploadWhole(t *testing.T, c *Client, name string, data []byte, trip func() error) {
+	t.Helper()
+	f, n, err := upload(t, c, name, data, true, 1<<20, trip)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(data)), n)
+	closeFile(t, f)
+	requireSameBytes(t, data, readLocal(t, name))
+}
+
 func requireSameBytes(t *testing.T, want, got []byte) {
 	t.Helper()
 	require.Equal(t, len(want), len(got), "length")
@@ -486,11 +509,8 @@ func TestStripeTinyFiles(t *testing.T) {
 		data := randBytes(size, 3)
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			down := e.file(t, fmt.Sprintf("down-%d", size), data)
-			f, got, err := download(t, c, down, 0, nil)
-			require.NoError(t, err)
-			requireSameBytes(t, data, got)
-			closeFile(t, f)
-			got, err = c.ReadFile(ctx, down)
+			downloadWhole(t, c, down, data, nil)
+			got, err := c.ReadFile(ctx, down)
 			require.NoError(t, err)
 			requireSameBytes(t, data, got)
 
@@ -515,19 +535,12 @@ func TestStripeReusesChannels(t *testing.T) {
 	c, _ := e.client(t, "", WithChannels(4))
 
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 4) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 4) })
 	require.Len(t, c.chans.live(), 5)
 	require.Equal(t, 5, e.sessions(t))
 
 	up := e.file(t, "up", nil)
-	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return e.awaitLanes(c, up, 4) })
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, func() error { return e.awaitLanes(c, up, 4) })
 	e.requireStriped(t, up, 4, stripeSize, true)
 	require.Len(t, c.chans.live(), 5)
 	require.Equal(t, 5, e.sessions(t), "the second transfer opened channels")
@@ -539,18 +552,11 @@ func TestStripeMaxSessions(t *testing.T) {
 	c, _ := e.client(t, "", WithChannels(8))
 
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 0, nil)
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, nil)
 	require.LessOrEqual(t, len(c.chans.live()), 2)
 
 	up := e.file(t, "up", nil)
-	f, n, err := upload(t, c, up, data, true, 0, nil)
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, nil)
 	require.LessOrEqual(t, len(c.chans.live()), 2)
 	require.LessOrEqual(t, e.sessions(t), 2)
 	require.True(t, c.chans.isRefused(), "the refused channels were not noted")
@@ -654,10 +660,7 @@ func TestStripeSiblingDies(t *testing.T) {
 		closeFile(t, f)
 
 		// The next large transfer replaces the channel.
-		f, got, err = download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
-		require.NoError(t, err)
-		requireSameBytes(t, data, got)
-		closeFile(t, f)
+		downloadWhole(t, c, name, data, func() error { return e.awaitLanes(c, name, 4) })
 		require.Len(t, c.chans.live(), 5)
 		closeClient()
 		goleak.VerifyNone(t, ignore)
