@@ -221,32 +221,46 @@ func pkgSFTPTransfer(opts ...sftp.ClientOption) transferFunc {
 			return 0, err
 		}
 		defer c.Close()
-		if j.Dir == download {
-			f, err := c.Open(j.Remote)
-			if err != nil {
-				return 0, err
-			}
-			n, err := io.Copy(io.Discard, f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return n, err
-		}
-		src, err := os.Open(j.Local)
+		return copyFile(j, c.Open, c.Create)
+	}
+}
+
+// remoteFile is what copyFile uses of a client's remote file.
+type remoteFile interface {
+	io.Reader
+	io.Writer
+	io.Closer
+}
+
+// copyFile moves j's file the plain way a user would write it: io.Copy off the remote
+// file open returns, or onto the one create returns, so that the client's own WriteTo
+// or ReadFrom does the work. A failed Close fails the copy.
+func copyFile[F remoteFile](j *job, open, create func(name string) (F, error)) (int64, error) {
+	if j.Dir == download {
+		f, err := open(j.Remote)
 		if err != nil {
 			return 0, err
 		}
-		defer src.Close()
-		f, err := c.Create(j.Remote)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(f, src)
+		n, err := io.Copy(io.Discard, f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		return n, err
 	}
+	src, err := os.Open(j.Local)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	f, err := create(j.Remote)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // shellQuote quotes s for the remote login shell.
