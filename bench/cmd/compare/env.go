@@ -53,6 +53,10 @@ func newEnv(root string, maxSessions int) (*env, error) {
 		ExtraConfig:    []string{"MaxStartups 100"},
 	}
 	if os.Geteuid() == 0 {
+		if d := closedAncestor(root); d != "" {
+			_ = os.RemoveAll(work)
+			return nil, fmt.Errorf("the clients log in as %s, who cannot enter %s: give -work a directory every user can reach (the default /dev/shm is)", benchUser, d)
+		}
 		// Every client logs in as a plain account, as an SFTP user of a server would,
 		// not as root, whose shell start-up on a developer's machine would be paid
 		// once per SFTP channel (see sshdtest.SSHDOptions.LoginUser). It owns work:
@@ -76,6 +80,25 @@ func newEnv(root string, maxSessions int) (*env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// closedAncestor returns the first directory from dir up to / that other users cannot
+// enter, or "" when there is none.
+func closedAncestor(dir string) string {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	for {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
 }
 
 // chownTo gives dir to the account name.
