@@ -23,6 +23,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// workDir is a -work directory every user can enter: run as root, the clients log in
+// as benchUser (t.TempDir's directories are closed to others).
+func workDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "compare-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	require.NoError(t, os.Chmod(d, 0o755))
+	return d
+}
+
 // skipUnlessEndToEnd skips a test that runs the harness end to end: in -short mode, or
 // where no private sshd can run.
 func skipUnlessEndToEnd(t *testing.T) {
@@ -39,7 +49,7 @@ func skipUnlessEndToEnd(t *testing.T) {
 // output.
 func smokeRun(t *testing.T, args ...string) (*config, string) {
 	t.Helper()
-	cfg, err := parseFlags(append(args, "-timeout", "2m", "-deadline", "8m", "-work", t.TempDir()))
+	cfg, err := parseFlags(append(args, "-timeout", "2m", "-deadline", "8m", "-work", workDir(t)))
 	require.NoError(t, err)
 	var out, progress strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
