@@ -45,6 +45,7 @@ type session struct {
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
 	local bool
+	pace  *pace // --limit, shared by every connection or pipe; nil for none
 
 	closeOnce sync.Once
 	closeErr  error
@@ -55,6 +56,8 @@ type session struct {
 // deferred Close may race).
 func (s *session) Close() error {
 	s.closeOnce.Do(func() {
+		// Pacing first: nothing that closing sends or reads should wait for --limit.
+		s.pace.close()
 		err := s.client.Close()
 		if s.ssh != nil {
 			// The connection's own Close error ("use of closed network connection"
@@ -166,20 +169,17 @@ func startServer(ctx context.Context, cfg *config, argv []string, stderr io.Writ
 	}
 	ictx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var in io.Reader = replies.reader(rd)
-	var out io.WriteCloser = w
-	if cfg.limit > 0 {
-		rdl := newLimiter(cfg.limit)
-		in, out = &limitedReader{in, rdl}, &limitedWriteCloser{w, newLimiter(cfg.limit), rdl}
-	}
+	pace := newPace(cfg.limit)
+	in, out := pace.pipes(replies.reader(rd), w)
 	client, err := sftp.NewClientPipe(ictx, in, out, cfg.clientOptions()...)
 	if err != nil {
+		pace.close()
 		_ = w.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("starting SFTP with %q: %w", strings.Join(argv, " "), err)
 	}
-	return &session{client: client, proc: cmd, local: local}, nil
+	return &session{client: client, proc: cmd, local: local, pace: pace}, nil
 }
 
 // waitServer waits for a server whose stdin has been closed. sftp-server exits on EOF;

@@ -26,9 +26,10 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{}
+	s := &session{pace: newPace(a.cfg.limit)}
 	defer func() {
 		if err != nil {
+			s.pace.close()
 			for i := len(s.hops) - 1; i >= 0; i-- {
 				_ = s.hops[i].Close()
 			}
@@ -45,7 +46,7 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 			if err != nil {
 				return nil, err
 			}
-			c, err := a.dialHost(ctx, hhc, via, true)
+			c, err := a.dialHost(ctx, hhc, via, true, nil)
 			if err != nil {
 				return nil, fmt.Errorf("jump host %s: %w", spec, err)
 			}
@@ -53,7 +54,7 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 			via = c
 		}
 	}
-	sshc, err := a.dialHost(ctx, hc, via, false)
+	sshc, err := a.dialHost(ctx, hc, via, false, s.pace)
 	if err != nil {
 		return nil, err
 	}
@@ -106,8 +107,10 @@ func parseJump(spec string) (remote, error) {
 }
 
 // dialHost opens one SSH connection to hc: over via (a jump host) when given, else
-// through hc's ProxyCommand, else by TCP.
-func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop bool) (*ssh.Client, error) {
+// through hc's ProxyCommand, else by TCP. hop is set for a jump host, whose
+// connection is not capped by pace (the --limit, nil for none) nor counted as the
+// server's replies: the cap and --timeout are about the final host.
+func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop bool, pace *pace) (*ssh.Client, error) {
 	addr := net.JoinHostPort(hc.hostName, strconv.Itoa(hc.port))
 	hk, err := loadHostKeys(hc)
 	if err != nil {
@@ -141,11 +144,8 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 	}
-	if a.cfg.limit > 0 && !hop {
-		nc = newLimitedConn(nc, a.cfg.limit)
-	}
 	if !hop {
-		nc = a.replies.conn(nc)
+		nc = a.replies.conn(pace.conn(nc))
 	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
 	sc0 := ssh.Config{Ciphers: hc.ciphers}
