@@ -44,8 +44,9 @@ type session struct {
 	proc   *exec.Cmd     // nil over SSH
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
-	local bool
-	pace  *pace // --limit, shared by every connection or pipe; nil for none
+	local  bool
+	pace   *pace     // --limit, shared by every connection or pipe; nil for none
+	redial *redialer // the extra SSH connections; nil without
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,6 +60,9 @@ func (s *session) Close() error {
 		// Pacing first: nothing that closing sends or reads should wait for --limit.
 		s.pace.close()
 		err := s.client.Close()
+		if s.redial != nil {
+			s.redial.close()
+		}
 		if s.ssh != nil {
 			// The connection's own Close error ("use of closed network connection"
 			// when the server went first) says nothing about the user's files.

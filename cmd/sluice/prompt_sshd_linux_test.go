@@ -75,11 +75,24 @@ func newSSHDForUser(t *testing.T, opts sshdtest.SSHDOptions) *sshdtest.SSHD {
 // turn with its answer, and returns the result and everything the terminal showed.
 func runWithTerminal(t *testing.T, answers [][2]string, args ...string) (result, string) {
 	t.Helper()
+	return runWithTerminalHook(t, nil, answers, args...)
+}
+
+// runWithTerminalHook is runWithTerminal with more of the app's test hooks set by hook.
+func runWithTerminalHook(t *testing.T, hook func(a *app), answers [][2]string, args ...string) (result, string) {
+	t.Helper()
 	p := newTestPTY(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	done := make(chan result, 1)
-	go func() { done <- runApp(t, func(a *app) { a.testPrompt = p.prompter() }, args...) }()
+	go func() {
+		done <- runApp(t, func(a *app) {
+			a.testPrompt = p.prompter()
+			if hook != nil {
+				hook(a)
+			}
+		}, args...)
+	}()
 	at := 0
 	for _, qa := range answers {
 		at = p.waitFor(ctx, t, qa[0], at)
