@@ -214,6 +214,44 @@ func TestDialledConnectionsNeverPrompt(t *testing.T) {
 	require.Equal(t, 1, strings.Count(s.Log(), "Failed password for "+passwordUser), "the replayed password was tried more than once")
 }
 
+// -D with an `ssh -s host sftp` command on a long link: the CLI starts the command
+// again for more lanes, and reaps every process at the end (goleak sees the copiers
+// of their stderr otherwise).
+func TestServerCommandStartsMoreProcesses(t *testing.T) {
+	isolateEnv(t)
+	sshBin, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Skip("OpenSSH's ssh is not installed")
+	}
+	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{})
+	port, kh := longLink(t, s)
+	D := fmt.Sprintf("%s -F none -o BatchMode=yes -o UserKnownHostsFile=%s -o GlobalKnownHostsFile=/dev/null -i %s -p %d %s@127.0.0.1 -s sftp",
+		sshBin, kh, s.KeyFile, port, s.User)
+	dir := t.TempDir()
+	src, data := randomFile(t, dir, "src.bin", stripeSize)
+
+	for _, op := range []string{"get", "put"} {
+		rd := newRedials()
+		out := filepath.Join(dir, op+".bin")
+		from, to := src, out
+		r := runApp(t, rd.hook(t), "-D", D, op, "-q", from, to)
+		requireOK(t, r)
+		require.Empty(t, r.stderr)
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.Equal(t, data, got, op)
+		ok, _ := rd.counts()
+		require.GreaterOrEqual(t, ok, 1, "%s: no second process was started: %v", op, rd.errs)
+	}
+
+	// -connections 2: the first process and one more, whatever the lanes ask for.
+	rd := newRedials()
+	r := runApp(t, rd.hook(t), "-connections", "2", "-D", D, "get", "-q", src, filepath.Join(dir, "two.bin"))
+	requireOK(t, r)
+	ok, _ := rd.counts()
+	require.Equal(t, 1, ok)
+}
+
 // An extra connection that meets another host key than the first one accepted is
 // refused without a question, with a warning, and the transfer goes on on the first
 // connection. Here a ProxyCommand reaches one server the first time and another
