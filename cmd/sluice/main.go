@@ -79,9 +79,10 @@ type app struct {
 	testDial     func(ctx context.Context) (*session, error)
 	testProgress func(sftp.Progress)
 	// testRedial is told the outcome of each try at an extra connection or -D
-	// process for lanes (nil: it is ready); testRedialStart runs before each SSH one.
+	// process for lanes (nil: it is ready); testRedialLogin runs before each extra
+	// SSH connection's login.
 	testRedial      func(err error)
-	testRedialStart func()
+	testRedialLogin func()
 	sleep           func(ctx context.Context, d time.Duration) error
 }
 

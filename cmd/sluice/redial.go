@@ -76,9 +76,6 @@ func (r *redialer) dialCounted(ctx context.Context) (*ssh.Client, error) {
 	if err := r.reserve(); err != nil {
 		return nil, err
 	}
-	if r.a.testRedialStart != nil {
-		r.a.testRedialStart()
-	}
 	sc, err := r.dialGated(ctx)
 	if err != nil {
 		r.release()
@@ -197,6 +194,9 @@ func (r *redialer) dialOnce(ctx context.Context) (*ssh.Client, error) {
 		Timeout:           timeout,
 		// The banner was shown for the first connection.
 		BannerCallback: func(string) error { return nil },
+	}
+	if r.a.testRedialLogin != nil {
+		r.a.testRedialLogin()
 	}
 	// ssh.NewClientConn has no context: closing the socket interrupts it.
 	stop := context.AfterFunc(dctx, func() { _ = nc.Close() })
