@@ -14,17 +14,25 @@ import (
 // it exists, so the disk stays out of the numbers) and, in bench_server_test.go, the
 // in-process test server. Compare runs with benchstat.
 
-// benchDir returns a scratch directory on tmpfs when possible.
+// benchDir returns a scratch directory on tmpfs when possible, readable by every user
+// (a benchmark's sshd may log in as another account: benchSSHDOptions).
 func benchDir(b *testing.B) string {
 	b.Helper()
+	d := ""
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		d, err := os.MkdirTemp("/dev/shm", "sluice-bench-")
-		if err == nil {
-			b.Cleanup(func() { os.RemoveAll(d) })
-			return d
+		d, _ = os.MkdirTemp("/dev/shm", "sluice-bench-")
+	}
+	if d == "" {
+		var err error
+		if d, err = os.MkdirTemp("", "sluice-bench-"); err != nil {
+			b.Fatal(err)
 		}
 	}
-	return b.TempDir()
+	b.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // benchServerClient starts sftp-server on dir over pipes.

@@ -168,17 +168,20 @@ func makeConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPo
 // before them. The reader takes VERSION before any reply; if it never comes, or is
 // malformed, the conn fails and so does every request sent on it. Setting up a lane
 // then costs one round trip less, and the lane's first request rides along with INIT.
-func startConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) *conn {
-	c := makeConn(r, w, closer, waitRd, dataPool)
+// versioned receives, once, nil when VERSION has arrived or the error that failed the
+// conn before it.
+func startConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) (c *conn, versioned <-chan error) {
+	c = makeConn(r, w, closer, waitRd, dataPool)
 	c.wsem <- struct{}{} // a fresh conn: nobody else can hold it
-	go c.readLoop(make(chan error, 1))
+	versionc := make(chan error, 1)
+	go c.readLoop(versionc)
 	c.background(func() {
 		defer c.release()
 		if _, err := c.w.Write(appendInit(nil)); err != nil {
 			c.fail(fmt.Errorf("sending INIT: %w", err))
 		}
 	})
-	return c
+	return c, versionc
 }
 
 // write writes one whole packet, waiting its turn no longer than ctx allows.

@@ -26,10 +26,11 @@ import (
 const (
 	// laneStartRate is the rate the first lane count is sized for: more than this
 	// client moves on two cores when the link is not the limit (480 MiB/s at RTT 0).
-	// Lanes take long to set up (sshd starts a process for each, one after another:
-	// on a busy machine a second or more for a few), so a lane too few costs a round
-	// of setup at the lower rate, while a lane too many costs an idle process: it is
-	// better to ask for enough at once than to find them by doubling.
+	// Setting up a round of lanes costs at least 3 round trips (session, then INIT
+	// and OPEN, pipelined), more where the server's login shell is slow to start, so
+	// a lane too few costs a round of setup at the lower rate, while a lane too many
+	// costs an idle process: it is better to ask for enough at once than to find them
+	// by doubling.
 	laneStartRate = 800 << 20
 	// windowBound is the share of n x channelWindow / RTT below which the windows
 	// are surely not what limits (a slow reader or writer at the caller's end, a slow

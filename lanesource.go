@@ -422,7 +422,8 @@ func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, onClose f
 		defer onClose()
 		return o.ch.Close()
 	}
-	return startConn(r, w, closer, true, &c.dataPool), nil
+	cn, _ := startConn(r, w, closer, true, &c.dataPool)
+	return cn, nil
 }
 
 // startServerNoWait sends the WithEnv variables and the subsystem or command request
@@ -454,10 +455,17 @@ type pipeLanes struct {
 	openFn func(context.Context) (io.Reader, io.WriteCloser, error)
 	life   context.Context // ends with close: stops opens under way
 	stop   context.CancelFunc
+	// starting holds a token per pipe from the opener until its server's VERSION
+	// arrives (or the pipe fails). A pipe is typically a new `ssh` process, whose
+	// login is under way until then, and sshd drops connections that have not
+	// logged in yet past its MaxStartups (10 by default): 16 `ssh -s sftp` started at
+	// once lost 1 to 3 of them in every trial, and a failed open ends the Client's
+	// striping growth. So at most maxDialing pipes start at once, as with dials.
+	starting chan struct{}
 }
 
 func newPipeLanes(c *Client) *pipeLanes {
-	p := &pipeLanes{c: c, openFn: c.opts.openPipe}
+	p := &pipeLanes{c: c, openFn: c.opts.openPipe, starting: make(chan struct{}, maxDialing)}
 	p.life, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -471,6 +479,11 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.life, cancel)()
+	select {
+	case p.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sftp: opening another pipe: %w", ctx.Err())
+	}
 	r, w, err := p.openFn(ctx)
 	if err == nil && (r == nil || w == nil) {
 		if w != nil {
@@ -482,10 +495,22 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 		err = errors.New("sftp: the pipe opener returned a nil reader or writer")
 	}
 	if err != nil {
+		<-p.starting
 		return nil, fmt.Errorf("sftp: opening another pipe: %w", err)
 	}
 	closer, closable := pipeCloser(r, w)
-	return startConn(r, w, closer, closable, &p.c.dataPool), nil
+	cn, versioned := startConn(r, w, closer, closable, &p.c.dataPool)
+	// The lane is returned at once, so that its first request goes out behind INIT;
+	// its token stays taken until the server has answered, or the conn has failed or
+	// been closed (its reader may stay blocked on a pipe that cannot be closed).
+	go func() {
+		select {
+		case <-versioned:
+		case <-cn.done:
+		}
+		<-p.starting
+	}()
+	return cn, nil
 }
 
 func (p *pipeLanes) close() { p.stop() }

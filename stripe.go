@@ -85,7 +85,8 @@ func (s *channelSet) live() []*conn {
 // eachChannel calls use for up to n live channels other than the main one, opening missing ones concurrently.
 // use runs for each channel as soon as it is ready, from several goroutines at once, so
 // a transfer can put a new channel to work without waiting for the slowest to open (sshd
-// starts a subsystem process for each, one after another). When the server refuses a
+// starts each channel's sftp-server through the user's login shell, whose start-up can
+// cost a server 100 ms of CPU or more per channel). When the server refuses a
 // channel, the Client stops asking: fewer channels is not an error.
 func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 	var g errgroup.Group

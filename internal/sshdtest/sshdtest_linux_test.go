@@ -40,3 +40,23 @@ func TestReadProc(t *testing.T) {
 	require.Equal(t, os.Getppid(), p.ppid)
 	require.True(t, processAlive(os.Getpid()))
 }
+
+// TestSSHDLoginUser logs in as the LoginUser account, not as the user running the test,
+// and starts sftp-server as that account: the benchmarks' set-up.
+func TestSSHDLoginUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating the login account needs root")
+	}
+	s := NewSSHD(t, SSHDOptions{LoginUser: "sluicebench"})
+	require.Equal(t, "sluicebench", s.User)
+	c, err := s.Dial()
+	require.NoError(t, err)
+	defer c.Close()
+	sess, err := c.NewSession()
+	require.NoError(t, err)
+	out, err := sess.Output("id -un")
+	require.NoError(t, err)
+	require.Equal(t, "sluicebench\n", string(out))
+	_, _, exts := sftpSession(t, c)
+	require.Contains(t, exts, "limits@openssh.com")
+}

@@ -1,6 +1,8 @@
 package sshdtest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -58,6 +60,26 @@ func EnsureUser(name, password string) (string, error) {
 		return "", fmt.Errorf("sshdtest: %w", err)
 	}
 	return u.HomeDir, nil
+}
+
+// loginAs makes name the account ClientConfig logs in as (SSHDOptions.LoginUser). sshd
+// reads authorized_keys as that user, so Dir becomes traversable (the private keys in
+// it stay 0600) and authorized_keys readable. The account gets a random password: with
+// UsePAM off, sshd refuses a locked account even for key logins, and password logins
+// are off on this server.
+func (s *SSHD) loginAs(name string) error {
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
+		return fmt.Errorf("sshdtest: %w", err)
+	}
+	if _, err := EnsureUser(name, hex.EncodeToString(pw)); err != nil {
+		return err
+	}
+	if err := os.Chmod(s.Dir, 0o711); err != nil {
+		return fmt.Errorf("sshdtest: %w", err)
+	}
+	s.User = name
+	return nil
 }
 
 // KillSessions kills every process under the listening sshd (the per-connection sshd

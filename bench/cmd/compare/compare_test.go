@@ -23,6 +23,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// workDir is a -work directory every user can enter: run as root, the clients log in
+// as benchUser (t.TempDir's directories are closed to others).
+func workDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "compare-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	require.NoError(t, os.Chmod(d, 0o755))
+	return d
+}
+
 // TestSmoke runs every row once each way, direct and through the delay proxy, on a small
 // file and on a small tree. It checks that each transfer completes and is verified, not
 // how fast it is.
@@ -34,7 +44,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip(err)
 	}
 	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms", "-plain-par", "3",
-		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir(), "-v"})
+		"-timeout", "2m", "-deadline", "8m", "-work", workDir(t), "-v"})
 	require.NoError(t, err)
 	var out, progress strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
@@ -105,7 +115,7 @@ func TestSmokeLanes(t *testing.T) {
 	}
 	cfg, err := parseFlags([]string{"-size", "3MiB,5MiB", "-rounds", "1", "-rtt", "0,4ms", "-case", "file,pipe,tree",
 		"-tree-files", "10", "-rows", rows, "-plain-par", "3", "-sluice-fixed", "2", "-summary",
-		"-timeout", "2m", "-deadline", "8m", "-work", t.TempDir()})
+		"-timeout", "2m", "-deadline", "8m", "-work", workDir(t)})
 	require.NoError(t, err)
 	var out, progress strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/sluicehq/sftp/internal/sshdtest"
 )
+
+// benchUser is the account the clients log in as when the harness runs as root.
+const benchUser = "sluicebench"
 
 // env is the server side of a run: a private sshd and its files in a tmpfs directory.
 type env struct {
@@ -41,16 +45,33 @@ func newEnv(root string, maxSessions int) (*env, error) {
 	e.log = &serverLog{path: filepath.Join(work, "sftp-server.log")}
 	// sftp-server at INFO logs one line per closed file with the bytes it read and wrote:
 	// the server's own account of every SFTP transfer, checked after each one.
-	e.sshd, err = sshdtest.StartSSHD(sshdtest.SSHDOptions{
+	opts := sshdtest.SSHDOptions{
 		SFTPServerArgs: []string{"-l", "INFO"},
 		SFTPServerLog:  e.log.path,
 		Ciphers:        []string{sshdtest.CipherAES128GCM},
 		MaxSessions:    maxSessions,
 		ExtraConfig:    []string{"MaxStartups 100"},
-	})
-	if err != nil {
+	}
+	if os.Geteuid() == 0 {
+		if d := closedAncestor(root); d != "" {
+			_ = os.RemoveAll(work)
+			return nil, fmt.Errorf("the clients log in as %s, who cannot enter %s: give -work a directory every user can reach (the default /dev/shm is)", benchUser, d)
+		}
+		// Every client logs in as a plain account, as an SFTP user of a server would,
+		// not as root, whose shell start-up on a developer's machine would be paid
+		// once per SFTP channel (see sshdtest.SSHDOptions.LoginUser). It owns work:
+		// uploads and sftp-server's log are written there.
+		opts.LoginUser = benchUser
+	}
+	if e.sshd, err = sshdtest.StartSSHD(opts); err != nil {
 		_ = os.RemoveAll(work)
 		return nil, err
+	}
+	if opts.LoginUser != "" {
+		if err := chownTo(work, opts.LoginUser); err != nil {
+			e.close()
+			return nil, err
+		}
 	}
 	e.hostKey = string(ssh.MarshalAuthorizedKey(e.sshd.HostKey))
 	e.knownHosts = filepath.Join(work, "known_hosts")
@@ -59,6 +80,42 @@ func newEnv(root string, maxSessions int) (*env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// closedAncestor returns the first directory from dir up to / that other users cannot
+// enter, or "" when there is none.
+func closedAncestor(dir string) string {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	for {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
+}
+
+// chownTo gives dir to the account name.
+func chownTo(dir, name string) error {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return err
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return fmt.Errorf("uid of %s: %w", name, err)
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return fmt.Errorf("gid of %s: %w", name, err)
+	}
+	return os.Chown(dir, uid, gid)
 }
 
 func (e *env) close() {

@@ -185,7 +185,7 @@ func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
 	e := h.env
 	fmt.Fprintf(w, "## sluice comparison, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "- machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Fprintf(w, "- server: %s on %s, sftp-server %s, files in %s", opensshVersion(), e.sshd.Addr, sshdtest.SFTPServerPath(), e.work)
+	fmt.Fprintf(w, "- server: %s on %s, sftp-server %s, login %s, files in %s", opensshVersion(), e.sshd.Addr, sshdtest.SFTPServerPath(), e.sshd.User, e.work)
 	if !e.onTmpfs {
 		fmt.Fprint(w, " (NOT tmpfs: disk I/O is in the figures)")
 	}
