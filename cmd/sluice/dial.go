@@ -176,8 +176,7 @@ func (a *app) startServer(ctx context.Context, argv []string, local bool) (*sess
 	in, out := s.pace.pipes(a.replies.reader(rd), w)
 	opts := a.cfg.clientOptions()
 	if !local && a.cfg.connections != 1 {
-		s.extra = &serverProcs{argv: argv, stderr: a.stderr, pace: s.pace, max: a.cfg.connections, count: 1,
-			onStart: a.testRedial, starting: make(chan struct{}, maxStarting)}
+		s.extra = &serverProcs{argv: argv, stderr: a.stderr, pace: s.pace, max: a.cfg.connections, count: 1, onStart: a.testRedial}
 		opts = append(opts, sftp.WithPipeOpener(s.extra.open))
 	}
 	client, err := sftp.NewClientPipe(ictx, in, out, opts...)
@@ -214,23 +213,15 @@ func startProc(argv []string, stderr io.Writer) (*exec.Cmd, io.ReadCloser, io.Wr
 	return cmd, rd, w, nil
 }
 
-// maxStarting bounds the -D processes that have been started and not yet answered.
-// The Client opens all the lanes it wants at once, and with `ssh -s host sftp` each is
-// an SSH connection that has not logged in until it answers: sshd drops those past its
-// MaxStartups (10 by default), and the dropped ssh complains on our stderr. The
-// library bounds its own dials the same way (4 at once).
-const maxStarting = 4
-
 // serverProcs starts the -D command again for the Client's lanes
 // (sftp.WithPipeOpener), as `ssh -s host sftp` once per lane, and reaps the processes
 // when the session ends. Their stderr is ours, like the first one's.
 type serverProcs struct {
-	argv     []string
-	stderr   io.Writer
-	pace     *pace
-	max      int           // most processes, the first included; 0: no limit
-	onStart  func(error)   // test hook: the outcome of each start
-	starting chan struct{} // a token per process not yet answered (maxStarting)
+	argv    []string
+	stderr  io.Writer
+	pace    *pace
+	max     int         // most processes, the first included; 0: no limit
+	onStart func(error) // test hook: the outcome of each start
 
 	mu     sync.Mutex
 	count  int // processes started, the first included
@@ -260,21 +251,16 @@ func (p *serverProcs) start(ctx context.Context) (io.Reader, io.WriteCloser, err
 	}
 	p.count++
 	p.mu.Unlock()
-	select {
-	case p.starting <- struct{}{}:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
 	}
-	answered := sync.OnceFunc(func() { <-p.starting })
 	cmd, rd, w, err := startProc(p.argv, p.stderr)
 	if err != nil {
-		answered()
 		return nil, nil, err
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		answered()
 		_ = w.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -283,30 +269,19 @@ func (p *serverProcs) start(ctx context.Context) (io.Reader, io.WriteCloser, err
 	p.procs = append(p.procs, cmd)
 	p.mu.Unlock()
 	r, wc := p.pace.pipes(rd, w)
-	return &laneOutput{r: r, c: rd, answered: answered}, wc, nil
+	return readCloser{r, rd}, wc, nil
 }
 
-// laneOutput is an extra process's output, capped by --limit. Its first bytes (the
-// VERSION reply) or its end give back the process's maxStarting token; closing it
-// closes the pipe, which is how the library ends a lane's Read.
-type laneOutput struct {
-	r        io.Reader
-	c        io.Closer
-	answered func()
+// readCloser is a process's output, capped by --limit, that closes the pipe: the
+// library closes a lane's reader to end its Read. (The library starts at most 4
+// pipes at once, until each answers: each `ssh` is a login that sshd's MaxStartups
+// counts.)
+type readCloser struct {
+	io.Reader
+	c io.Closer
 }
 
-func (o *laneOutput) Read(b []byte) (int, error) {
-	n, err := o.r.Read(b)
-	if n > 0 || err != nil {
-		o.answered()
-	}
-	return n, err
-}
-
-func (o *laneOutput) Close() error {
-	o.answered()
-	return o.c.Close()
-}
+func (r readCloser) Close() error { return r.c.Close() }
 
 // close waits for every process to exit, after the Client closed their input. Their
 // exit status is not the command's: a lane that died was replaced by the others, and
