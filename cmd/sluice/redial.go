@@ -147,22 +147,26 @@ func (r *redialer) dialGated(ctx context.Context) (*ssh.Client, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-r.probe }()
 	r.mu.Lock()
 	proven, failed := r.proven, r.failed
 	r.mu.Unlock()
-	if failed != nil {
-		return nil, failed
+	if failed != nil || proven {
+		<-r.probe // settled while this dial waited
+		if failed != nil {
+			return nil, failed
+		}
+		return r.dialOnce(ctx)
 	}
 	sc, err := r.dialOnce(ctx)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	switch {
 	case err == nil:
 		r.proven = true
-	case !proven && ctx.Err() == nil:
+	case ctx.Err() == nil:
 		r.failed = err
 	}
+	r.mu.Unlock()
+	<-r.probe
 	return sc, err
 }
 
