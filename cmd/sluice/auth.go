@@ -33,6 +33,12 @@ type sshAuth struct {
 	// explicit is set when keys were named (-i, IdentityFile): one that cannot be
 	// read is an error then, while a missing default key is not.
 	explicit bool
+
+	// What the user typed, kept for the session's extra connections (see
+	// authMemory): the last password, and the last answers to each
+	// keyboard-interactive challenge.
+	typedPassword *string
+	answers       map[string][]string
 }
 
 // keyFile is a private key file, parsed when the public key step asks for it.
@@ -64,11 +70,7 @@ func newAuth(hc *hostConfig, p *prompter) (*sshAuth, error) {
 			return nil, fmt.Errorf("reading key: %w", err)
 		}
 	}
-	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" && hc.pubkey {
-		if c, err := net.Dial("unix", sock); err == nil {
-			a.conn, a.agent = c, agent.NewClient(c)
-		}
-	}
+	a.agent, a.conn = agentFor(hc)
 	return a, nil
 }
 
@@ -189,11 +191,25 @@ func (a *sshAuth) challenge(name, instruction string, questions []string, echos 
 			return nil, err
 		}
 	}
+	if a.answers == nil {
+		a.answers = map[string][]string{}
+	}
+	a.answers[challengeKey(name, instruction, questions, echos)] = answers
 	return answers, nil
 }
 
+// challengeKey identifies a keyboard-interactive challenge by everything the server
+// sent in it.
+func challengeKey(name, instruction string, questions []string, echos []bool) string {
+	return fmt.Sprintf("%q %q %q %v", name, instruction, questions, echos)
+}
+
 func (a *sshAuth) password() (string, error) {
-	return a.prompt.secret(fmt.Sprintf("%s@%s's password: ", a.hc.user, a.hc.hostName))
+	pw, err := a.prompt.secret(fmt.Sprintf("%s@%s's password: ", a.hc.user, a.hc.hostName))
+	if err == nil {
+		a.typedPassword = &pw
+	}
+	return pw, err
 }
 
 func (a *sshAuth) close() {
@@ -224,4 +240,96 @@ func expandHome(p string) string {
 		}
 	}
 	return p
+}
+
+// authMemory is what logged the session's first connection in, for the extra
+// connections the Client dials for lanes (WithDialer): they must never ask anything,
+// so they offer only what needs no question. That is the keys already loaded (an
+// encrypted one was decrypted for the first login), the agent's keys, and what the
+// user typed for the first login: the password and keyboard-interactive answers.
+//
+// Keeping a typed password in memory for the session's life is a choice. OpenSSH's
+// ControlMaster avoids a second login by running sessions over one connection, which
+// is what the extra connections exist to avoid. Without the password, a user whose
+// server allows few sessions would get no extra connections at all. The password
+// stays in this process's memory, as it already did (Go cannot wipe a string), and is
+// sent only to the server that proved, by the same host key the first connection
+// accepted, to be the one that took it; it is never written anywhere, and is
+// forgotten when the command ends.
+type authMemory struct {
+	hc       *hostConfig
+	keys     []ssh.Signer
+	password *string
+	answers  map[string][]string
+}
+
+// remember keeps what a's successful login used. Call it once the handshake is over:
+// x/crypto no longer calls a's methods then.
+func (a *sshAuth) remember() *authMemory {
+	m := &authMemory{hc: a.hc, password: a.typedPassword, answers: a.answers}
+	for _, k := range a.files {
+		if k.signer != nil {
+			m.keys = append(m.keys, k.signer)
+		}
+	}
+	return m
+}
+
+// typed reports whether the memory holds something the user typed: replaying it is
+// the kind of login that can fail where the first did not (a one-time code).
+func (m *authMemory) typed() bool { return m.password != nil || len(m.answers) > 0 }
+
+// methods are the auth methods of an extra connection, in OpenSSH's order, none of
+// which asks anything. ag is a fresh connection to the agent, or nil.
+func (m *authMemory) methods(ag agent.ExtendedAgent) []ssh.AuthMethod {
+	var out []ssh.AuthMethod
+	if m.hc.pubkey {
+		out = append(out, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
+			signers := slices.Clone(m.keys)
+			if ag == nil {
+				return signers, nil
+			}
+			var pubs [][]byte
+			for _, k := range m.keys {
+				pubs = append(pubs, k.PublicKey().Marshal())
+			}
+			if as, err := ag.Signers(); err == nil {
+				for _, s := range as {
+					if !m.hc.identitiesOnly || containsKey(pubs, s.PublicKey().Marshal()) {
+						signers = append(signers, s)
+					}
+				}
+			}
+			return signers, nil
+		}))
+	}
+	if len(m.answers) > 0 && m.hc.kbdInteractive {
+		out = append(out, ssh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
+			if len(questions) == 0 {
+				return nil, nil
+			}
+			if ans, ok := m.answers[challengeKey(name, instruction, questions, echos)]; ok {
+				return ans, nil
+			}
+			return nil, errWouldPrompt
+		}))
+	}
+	if m.password != nil && m.hc.password {
+		out = append(out, ssh.Password(*m.password))
+	}
+	return out
+}
+
+// errWouldPrompt ends an extra connection's login where the first one's asked the user
+// something new: extra connections never ask.
+var errWouldPrompt = errors.New("the login would need an answer from the user")
+
+// agentFor connects to ssh-agent for hc, as newAuth does; nil without one.
+func agentFor(hc *hostConfig) (agent.ExtendedAgent, net.Conn) {
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" && hc.pubkey {
+		if c, err := net.Dial("unix", sock); err == nil {
+			return agent.NewClient(c), c
+		}
+	}
+	return nil, nil
 }

@@ -24,6 +24,7 @@ type config struct {
 	serverCmd        string     // -D
 	inflight, packet int        // 0: the library's default
 	channels         int
+	connections      int           // -connections: 0 means as many as the lanes need
 	configFile       string        // -F: the ssh_config file, "none" for none
 	jump             string        // -J: ProxyJump hosts
 	options          stringList    // -o Keyword=value
@@ -99,6 +100,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(positiveInt{p: &c.inflight}, "inflight", "requests in flight per transfer (`n`, default 64)")
 	fs.Var(positiveInt{p: &c.packet}, "packet", "data bytes per READ/WRITE (`n`, default: what the server allows)")
 	fs.Var(positiveInt{p: &c.channels}, "channels", "most SFTP channels to stripe a large transfer over (`n`, default 16; fewer when the link needs fewer)")
+	fs.Var(positiveInt{p: &c.connections}, "connections", "most SSH connections to spread -channels over, the first included (`n`, default: as\nmany as they need, 8 channels to one or what the server allows); with -D, most server\nprocesses, one per channel; 1 keeps to one, as OpenSSH's sftp does")
 	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
 	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
 }

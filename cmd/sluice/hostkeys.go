@@ -66,8 +66,9 @@ type hostCheck struct {
 	// known by its Ed25519 key (what OpenSSH records first) would look changed.
 	algorithms []string
 
-	called bool
-	err    error
+	called   bool
+	err      error
+	accepted ssh.PublicKey // the key that passed, for the session's extra connections
 }
 
 // probeKey matches no known_hosts line; checking it lists the host's known keys.
@@ -103,6 +104,9 @@ func hostKeyAlgorithms(t string) []string {
 func (c *hostCheck) callback(hostname string, remoteAddr net.Addr, key ssh.PublicKey) error {
 	c.called = true
 	c.err = c.check(hostname, remoteAddr, key)
+	if c.err == nil {
+		c.accepted = key
+	}
 	return c.err
 }
 

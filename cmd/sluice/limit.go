@@ -88,8 +88,7 @@ func sleepUntil(d time.Duration, done <-chan struct{}) {
 }
 
 // close ends the pacing: a take waiting now returns at once, and later ones do not
-// wait. Called when the connection closes (Ctrl-C closes it), so that a read or
-// write paying off a debt at a low --limit does not hold the command after it.
+// wait. Called when the session ends (see pace.close).
 func (l *limiter) close() { l.closeOnce.Do(func() { close(l.done) }) }
 
 // chunk is the most one call should move: a burst.
@@ -116,20 +115,49 @@ func (l *limiter) take(n int) {
 	}
 }
 
+// pace is the --limit of one session: a bucket for each direction, shared by every
+// connection (or server pipe) the session's lanes use, since the cap is the user's
+// for the whole transfer, not per connection. A connection closing does not end the
+// pacing of the others; close, when the session ends, ends it for all. A nil *pace
+// (no --limit) leaves what it is given as it is.
+type pace struct{ rd, wr *limiter }
+
+func newPace(rate int64) *pace {
+	if rate <= 0 {
+		return nil
+	}
+	return &pace{rd: newLimiter(rate), wr: newLimiter(rate)}
+}
+
+// close ends the pacing, so that a read or write paying off a debt at a low --limit
+// does not hold the command's end (Ctrl-C closes the session).
+func (p *pace) close() {
+	if p != nil {
+		p.rd.close()
+		p.wr.close()
+	}
+}
+
+// conn caps nc's reads and writes.
+func (p *pace) conn(nc net.Conn) net.Conn {
+	if p == nil {
+		return nc
+	}
+	return &limitedConn{Conn: nc, rd: p.rd, wr: p.wr}
+}
+
+// pipes caps a server's output r and input w.
+func (p *pace) pipes(r io.Reader, w io.WriteCloser) (io.Reader, io.WriteCloser) {
+	if p == nil {
+		return r, w
+	}
+	return &limitedReader{r, p.rd}, &limitedWriteCloser{w, p.wr}
+}
+
 // limitedConn caps a connection's reads and writes separately.
 type limitedConn struct {
 	net.Conn
 	rd, wr *limiter
-}
-
-func newLimitedConn(c net.Conn, rate int64) net.Conn {
-	return &limitedConn{Conn: c, rd: newLimiter(rate), wr: newLimiter(rate)}
-}
-
-func (c *limitedConn) Close() error {
-	c.rd.close()
-	c.wr.close()
-	return c.Conn.Close()
 }
 
 func (c *limitedConn) Read(p []byte) (int, error) {
@@ -165,17 +193,12 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// limitedWriteCloser is a local server's stdin; closing it, which is how the session
-// ends, ends the pacing of its stdout too (rd).
+// limitedWriteCloser is a server's stdin, capped.
 type limitedWriteCloser struct {
-	w     io.WriteCloser
-	l, rd *limiter
+	w io.WriteCloser
+	l *limiter
 }
 
 func (w *limitedWriteCloser) Write(p []byte) (int, error) { return limitedWrite(w.w, w.l, p) }
 
-func (w *limitedWriteCloser) Close() error {
-	w.l.close()
-	w.rd.close()
-	return w.w.Close()
-}
+func (w *limitedWriteCloser) Close() error { return w.w.Close() }

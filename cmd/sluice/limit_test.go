@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +91,53 @@ func TestLimiterCloseEndsWait(t *testing.T) {
 	l.close() // idempotent
 	l.sleep = real
 	l.take(1 << 20) // no more waiting once closed
+}
+
+// One session's connections share its --limit: a burst on one leaves none for the
+// other, and closing one does not end the pacing of the rest; closing the session's
+// pace does.
+func TestPaceSharedByConnections(t *testing.T) {
+	t.Parallel()
+	p := newPace(100 << 10) // bursts of 10 KiB
+	now := time.Unix(0, 0)
+	var slept []time.Duration
+	p.wr.now = func() time.Time { return now }
+	p.wr.sleep = func(d time.Duration, done <-chan struct{}) {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		slept = append(slept, d)
+		now = now.Add(d)
+	}
+	a1, a2 := net.Pipe()
+	b1, b2 := net.Pipe()
+	defer a2.Close()
+	defer b2.Close()
+	go io.Copy(io.Discard, a2)
+	go io.Copy(io.Discard, b2)
+	ca, cb := p.conn(a1), p.conn(b1)
+
+	_, err := ca.Write(make([]byte, 10<<10))
+	require.NoError(t, err)
+	require.Empty(t, slept)
+	_, err = cb.Write(make([]byte, 10<<10))
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{100 * time.Millisecond}, slept, "the second connection paid for the first's burst")
+
+	require.NoError(t, ca.Close())
+	slept = nil
+	_, err = cb.Write(make([]byte, 10<<10))
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{100 * time.Millisecond}, slept, "still paced after another connection closed")
+
+	p.close()
+	slept = nil
+	_, err = cb.Write(make([]byte, 10<<10))
+	require.NoError(t, err)
+	require.Empty(t, slept, "no pacing once the session's pace is closed")
+	require.NoError(t, cb.Close())
+	var nilPace *pace
+	require.Equal(t, a1, nilPace.conn(a1), "no --limit: the connection as it is")
 }

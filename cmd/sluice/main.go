@@ -78,7 +78,12 @@ type app struct {
 	testPrompt   *prompter
 	testDial     func(ctx context.Context) (*session, error)
 	testProgress func(sftp.Progress)
-	sleep        func(ctx context.Context, d time.Duration) error
+	// testRedial is told the outcome of each try at an extra connection or -D
+	// process for lanes (nil: it is ready); testRedialLogin runs before each extra
+	// SSH connection's login.
+	testRedial      func(err error)
+	testRedialLogin func()
+	sleep           func(ctx context.Context, d time.Duration) error
 }
 
 // command is one subcommand. setup adds the command's own flags to fs and returns the

@@ -26,11 +26,19 @@ const passwordUser = "sluicetest"
 // password and home directory; it skips, saying why, when that is impossible.
 func needPasswordUser(t *testing.T) (string, string) {
 	t.Helper()
+	return needUser(t, passwordUser)
+}
+
+// needUser is needPasswordUser for the account name. A test that changes the
+// password while it runs uses an account of its own: the accounts are the machine's,
+// shared with any other test process running at the same time.
+func needUser(t *testing.T, name string) (string, string) {
+	t.Helper()
 	b := make([]byte, 12)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
 	pw := "pw-" + hex.EncodeToString(b)
-	home, err := sshdtest.EnsureUser(passwordUser, pw)
+	home, err := sshdtest.EnsureUser(name, pw)
 	if errors.Is(err, sshdtest.ErrUnavailable) {
 		t.Skipf("SKIPPING password login test: %v (run the tests as root)", err)
 	}
@@ -42,10 +50,16 @@ func needPasswordUser(t *testing.T) (string, string) {
 // at the end of the test.
 func userTempDir(t *testing.T, home string) string {
 	t.Helper()
+	return userTempDirOf(t, passwordUser, home)
+}
+
+// userTempDirOf is userTempDir for the account name.
+func userTempDirOf(t *testing.T, name, home string) string {
+	t.Helper()
 	dir, err := os.MkdirTemp(home, "sluice-test-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	u, err := user.Lookup(passwordUser)
+	u, err := user.Lookup(name)
 	require.NoError(t, err)
 	uid, err := strconv.Atoi(u.Uid)
 	require.NoError(t, err)
@@ -75,11 +89,24 @@ func newSSHDForUser(t *testing.T, opts sshdtest.SSHDOptions) *sshdtest.SSHD {
 // turn with its answer, and returns the result and everything the terminal showed.
 func runWithTerminal(t *testing.T, answers [][2]string, args ...string) (result, string) {
 	t.Helper()
+	return runWithTerminalHook(t, nil, answers, args...)
+}
+
+// runWithTerminalHook is runWithTerminal with more of the app's test hooks set by hook.
+func runWithTerminalHook(t *testing.T, hook func(a *app), answers [][2]string, args ...string) (result, string) {
+	t.Helper()
 	p := newTestPTY(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	done := make(chan result, 1)
-	go func() { done <- runApp(t, func(a *app) { a.testPrompt = p.prompter() }, args...) }()
+	go func() {
+		done <- runApp(t, func(a *app) {
+			a.testPrompt = p.prompter()
+			if hook != nil {
+				hook(a)
+			}
+		}, args...)
+	}()
 	at := 0
 	for _, qa := range answers {
 		at = p.waitFor(ctx, t, qa[0], at)

@@ -20,15 +20,17 @@ import (
 
 // dialSSH connects to r's host, through its ProxyJump hosts or ProxyCommand when
 // ssh_config or -J say so, checks the host key, authenticates and starts SFTP. ctx
-// cancels every step.
+// cancels every step. The Client may dial more connections to the host the same way
+// for its lanes (see redialer).
 func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 	hc, err := a.resolveHost(r, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{}
+	s := &session{pace: newPace(a.cfg.limit)}
 	defer func() {
 		if err != nil {
+			s.pace.close()
 			for i := len(s.hops) - 1; i >= 0; i-- {
 				_ = s.hops[i].Close()
 			}
@@ -45,7 +47,7 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 			if err != nil {
 				return nil, err
 			}
-			c, err := a.dialHost(ctx, hhc, via, true)
+			c, _, err := a.dialHost(ctx, hhc, via, true, nil)
 			if err != nil {
 				return nil, fmt.Errorf("jump host %s: %w", spec, err)
 			}
@@ -53,15 +55,23 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 			via = c
 		}
 	}
-	sshc, err := a.dialHost(ctx, hc, via, false)
+	sshc, login, err := a.dialHost(ctx, hc, via, false, s.pace)
 	if err != nil {
 		return nil, err
 	}
+	opts := a.cfg.clientOptions()
+	if a.cfg.connections != 1 {
+		s.redial = a.newRedialer(hc, via, login, s.pace)
+		opts = append(opts, sftp.WithDialer(s.redial.dial))
+	}
 	ictx, icancel := context.WithTimeout(ctx, connectTimeout)
 	defer icancel()
-	client, err := sftp.NewClient(ictx, sshc, a.cfg.clientOptions()...)
+	client, err := sftp.NewClient(ictx, sshc, opts...)
 	if err != nil {
 		_ = sshc.Close()
+		if s.redial != nil {
+			s.redial.close()
+		}
 		return nil, fmt.Errorf("starting SFTP on %s: %w", hc.alias, err)
 	}
 	s.client, s.ssh = client, sshc
@@ -105,52 +115,45 @@ func parseJump(spec string) (remote, error) {
 	return r, nil
 }
 
+// firstLogin is what the first connection to the final host accepted and used, for
+// the extra connections of its session.
+type firstLogin struct {
+	hostKey ssh.PublicKey
+	auth    *authMemory
+}
+
 // dialHost opens one SSH connection to hc: over via (a jump host) when given, else
-// through hc's ProxyCommand, else by TCP.
-func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop bool) (*ssh.Client, error) {
+// through hc's ProxyCommand, else by TCP. hop is set for a jump host, whose
+// connection is not capped by pace (the --limit, nil for none) nor counted as the
+// server's replies: the cap and --timeout are about the final host.
+func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop bool, pace *pace) (*ssh.Client, *firstLogin, error) {
 	addr := net.JoinHostPort(hc.hostName, strconv.Itoa(hc.port))
 	hk, err := loadHostKeys(hc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p := a.prompter(ctx, hc.batch)
 	auth, err := newAuth(hc, p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer auth.close()
 	if err := auth.noMethodsError(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	timeout := connectTimeout
-	if hc.connectTimeout > 0 {
-		timeout = hc.connectTimeout
-	}
+	timeout := hc.dialTimeout()
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var nc net.Conn
-	switch {
-	case via != nil:
-		nc, err = via.DialContext(dctx, "tcp", addr)
-	case hc.proxyCommand != "":
-		nc, err = startProxyCommand(expandTokens(hc.proxyCommand, hc, nil), addr, a.stderr)
-	default:
-		var d net.Dialer
-		nc, err = d.DialContext(dctx, "tcp", addr)
-	}
+	nc, err := a.transport(dctx, hc, via, addr)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
-	}
-	if a.cfg.limit > 0 && !hop {
-		nc = newLimitedConn(nc, a.cfg.limit)
+		return nil, nil, err
 	}
 	if !hop {
-		nc = a.replies.conn(nc)
+		nc = a.replies.conn(pace.conn(nc))
 	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
-	sc0 := ssh.Config{Ciphers: hc.ciphers}
 	sc := &ssh.ClientConfig{
-		Config:            sc0,
+		Config:            ssh.Config{Ciphers: hc.ciphers},
 		User:              hc.user,
 		Auth:              auth.methods(),
 		HostKeyCallback:   check.callback,
@@ -184,18 +187,46 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 			_ = conn.Close()
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connecting to %s: %w", addr, context.Cause(ctx))
+			return nil, nil, fmt.Errorf("connecting to %s: %w", addr, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("connecting to %s: no answer within %v (ConnectTimeout)", addr, timeout)
+		return nil, nil, fmt.Errorf("connecting to %s: no answer within %v (ConnectTimeout)", addr, timeout)
 	}
 	if err != nil {
 		_ = nc.Close()
 		if check.err != nil {
-			return nil, check.err // the clear host key message, not x/crypto's wrapping
+			return nil, nil, check.err // the clear host key message, not x/crypto's wrapping
 		}
-		return nil, fmt.Errorf("SSH to %s as %s: %w%s", addr, hc.user, err, check.handshakeHint())
+		return nil, nil, fmt.Errorf("SSH to %s as %s: %w%s", addr, hc.user, err, check.handshakeHint())
 	}
-	return ssh.NewClient(conn, chans, reqs), nil
+	return ssh.NewClient(conn, chans, reqs), &firstLogin{hostKey: check.accepted, auth: auth.remember()}, nil
+}
+
+// dialTimeout bounds TCP connect plus the SSH handshake and login: ConnectTimeout.
+func (hc *hostConfig) dialTimeout() time.Duration {
+	if hc.connectTimeout > 0 {
+		return hc.connectTimeout
+	}
+	return connectTimeout
+}
+
+// transport opens the byte stream an SSH connection to addr runs on: a channel
+// through the jump host via, hc's ProxyCommand, or TCP.
+func (a *app) transport(ctx context.Context, hc *hostConfig, via *ssh.Client, addr string) (net.Conn, error) {
+	var nc net.Conn
+	var err error
+	switch {
+	case via != nil:
+		nc, err = via.DialContext(ctx, "tcp", addr)
+	case hc.proxyCommand != "":
+		nc, err = startProxyCommand(expandTokens(hc.proxyCommand, hc, nil), addr, a.stderr)
+	default:
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	return nc, nil
 }
 
 // prompter returns the run's terminal prompter, opened on first use. ctx's end
