@@ -29,6 +29,26 @@ func benchTestServerClient(b *testing.B, opts testserver.Options, copts ...Optio
 	return c, srv
 }
 
+// benchDownload times WriteTo of a size-byte file written on srv, opened each time.
+func benchDownload(b *testing.B, c *Client, srv *testserver.Server, size int64) {
+	b.Helper()
+	if err := srv.WriteFile("src", make([]byte, size), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := c.Open(context.Background(), "src")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := f.WriteTo(io.Discard); err != nil || n != size {
+			b.Fatalf("WriteTo: %d, %v", n, err)
+		}
+		f.Close()
+	}
+}
+
 var benchRTTs = []time.Duration{0, 10 * time.Millisecond}
 
 func BenchmarkTestServerWriteTo(b *testing.B) {
@@ -37,21 +57,7 @@ func BenchmarkTestServerWriteTo(b *testing.B) {
 			b.Run(fmt.Sprintf("rtt=%v/size=64MiB/inflight=%d", rtt, inflight), func(b *testing.B) {
 				const size = 64 << 20
 				c, srv := benchTestServerClient(b, testserver.Options{Latency: rtt}, WithMaxInflight(inflight))
-				if err := srv.WriteFile("src", make([]byte, size), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(size)
-				b.ReportAllocs()
-				for b.Loop() {
-					f, err := c.Open(context.Background(), "src")
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n, err := f.WriteTo(io.Discard); err != nil || n != size {
-						b.Fatalf("WriteTo: %d, %v", n, err)
-					}
-					f.Close()
-				}
+				benchDownload(b, c, srv, size)
 			})
 		}
 	}
@@ -88,21 +94,7 @@ func BenchmarkTestServerReadFrom(b *testing.B) {
 func BenchmarkTestServerShortReads(b *testing.B) {
 	const size = 64 << 20
 	c, srv := benchTestServerClient(b, testserver.Options{ReadCap: 32768})
-	if err := srv.WriteFile("src", make([]byte, size), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(size)
-	b.ReportAllocs()
-	for b.Loop() {
-		f, err := c.Open(context.Background(), "src")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n, err := f.WriteTo(io.Discard); err != nil || n != size {
-			b.Fatalf("WriteTo: %d, %v", n, err)
-		}
-		f.Close()
-	}
+	benchDownload(b, c, srv, size)
 	b.ReportMetric(float64(srv.Requests(testserver.TypeRead))/float64(b.N), "READs/op")
 }
 

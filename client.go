@@ -336,9 +336,9 @@ func newClient(opts []Option) (*Client, error) {
 }
 
 // openSession opens one session channel running the sftp subsystem and does INIT.
-// x/crypto's session calls take no context, so they run in a goroutine the caller
-// stops waiting for when ctx ends; a session that opens after that is closed.
-// onClose, if not nil, runs when the channel is closed.
+// x/crypto's session calls take no context, so the caller waits for them only while
+// ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
+// not nil, runs when the channel is closed.
 func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
@@ -347,44 +347,32 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()
 		sess *ssh.Session
 		r    io.Reader
 		w    io.WriteCloser
-		err  error
 	}
-	done := make(chan opened, 1)
-	go func() {
+	o, abandoned, err := awaitOrAbandon(ctx, func() (opened, error) {
 		var o opened
-		o.sess, o.err = sc.NewSession()
-		if o.err != nil {
-			o.err = fmt.Errorf("sftp: opening a session: %w", o.err)
-			done <- o
-			return
+		var err error
+		if o.sess, err = sc.NewSession(); err != nil {
+			return o, fmt.Errorf("sftp: opening a session: %w", err)
 		}
-		o.err = c.setEnv(o.sess)
-		if o.err == nil {
-			if o.w, o.err = o.sess.StdinPipe(); o.err == nil {
-				o.r, o.err = o.sess.StdoutPipe()
+		err = c.setEnv(o.sess)
+		if err == nil {
+			if o.w, err = o.sess.StdinPipe(); err == nil {
+				o.r, err = o.sess.StdoutPipe()
 			}
 		}
-		if o.err == nil {
-			o.err = c.startServer(o.sess)
+		if err == nil {
+			err = c.startServer(o.sess)
 		}
-		if o.err != nil {
+		if err != nil {
 			o.sess.Close()
 		}
-		done <- o
-	}()
-	var o opened
-	select {
-	case o = <-done:
-	case <-ctx.Done():
-		go func() {
-			if o := <-done; o.err == nil {
-				o.sess.Close()
-			}
-		}()
-		return nil, fmt.Errorf("sftp: opening a session: %w", ctx.Err())
+		return o, err
+	}, func(o opened) { o.sess.Close() })
+	if abandoned {
+		return nil, fmt.Errorf("sftp: opening a session: %w", err)
 	}
-	if o.err != nil {
-		return nil, o.err
+	if err != nil {
+		return nil, err
 	}
 	if c.opts.wrapStreams != nil {
 		o.r, o.w = c.opts.wrapStreams(o.r, o.w)
@@ -396,6 +384,36 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()
 		closer = func() error { defer onClose(); return o.sess.Close() }
 	}
 	return newConn(ctx, o.r, o.w, closer, true, &c.dataPool)
+}
+
+// awaitOrAbandon runs open, a call that may block past ctx (x/crypto's channel and
+// session calls take no ctx; a caller's dialer may ignore it), on a goroutine, and
+// waits for it only while ctx lasts. When ctx ends first it returns at once with
+// abandoned set and err = ctx.Err(), and leaves open to finish in the background:
+// what it then returns with a nil error goes to discard, as nobody will use it. open
+// must release whatever it took when it fails. The goroutine lasts as long as open
+// does: x/crypto's calls end at the latest when their connection closes.
+func awaitOrAbandon[T any](ctx context.Context, open func() (T, error), discard func(T)) (v T, abandoned bool, err error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := open()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, false, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				discard(r.v)
+			}
+		}()
+		return v, true, ctx.Err()
+	}
 }
 
 // setEnv sends the WithEnv variables on sess.

@@ -52,10 +52,7 @@ func TestControlLanePlacement(t *testing.T) {
 
 		// A striped transfer opens the other data channels; idle files then spread
 		// over all four.
-		f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
-		require.NoError(t, err)
-		requireSameBytes(t, data, got)
-		closeFile(t, f)
+		downloadWhole(t, c, name, data, func() error { return e.awaitLanes(c, name, 4) })
 		require.Len(t, c.laneChannels(), 4, "data channels")
 		on := map[*conn]bool{}
 		for range 4 {
@@ -98,18 +95,11 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 
 	// Striped both ways, over four data channels (the helpers hold the transfer
 	// until its lanes are open, so it cannot end on fewer).
-	f, got, err := download(t, c, bigName, 1, func() error { return e.awaitLanes(c, bigName, 4) })
-	require.NoError(t, err)
-	requireSameBytes(t, big, got)
-	closeFile(t, f)
+	downloadWhole(t, c, bigName, big, func() error { return e.awaitLanes(c, bigName, 4) })
 	upName := e.file(t, "up-big", nil)
-	f, n64, err := upload(t, c, upName, big, true, 1<<20, func() error { return e.awaitLanes(c, upName, 4) })
-	require.NoError(t, err)
-	require.Equal(t, int64(len(big)), n64)
-	closeFile(t, f)
-	requireSameBytes(t, big, readLocal(t, upName))
+	uploadWhole(t, c, upName, big, func() error { return e.awaitLanes(c, upName, 4) })
 	// And the calls that open files for the caller, striped or not.
-	got, err = c.ReadFile(ctx, bigName)
+	got, err := c.ReadFile(ctx, bigName)
 	require.NoError(t, err)
 	requireSameBytes(t, big, got)
 	require.NoError(t, c.WriteFile(ctx, e.file(t, "wf-big", nil), big, 0o644))
@@ -117,7 +107,7 @@ func TestControlLaneKeepsBulkOffMain(t *testing.T) {
 	require.NoError(t, c.Get(ctx, bigName, filepath.Join(local, "got-big")))
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "up-small"), e.file(t, "put-small", nil)))
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "up-big"), e.file(t, "put-big", nil)))
-	f, err = c.OpenFile(ctx, smallName, os.O_RDWR, 0)
+	f, err := c.OpenFile(ctx, smallName, os.O_RDWR, 0)
 	require.NoError(t, err)
 	p := make([]byte, len(small))
 	var n int

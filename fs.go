@@ -108,27 +108,37 @@ func relabel(op, name string, err error) error {
 // io.Copy from it keeps many READs in flight.
 func (f *remoteFS) Open(name string) (fs.File, error) {
 	ctx := context.Background()
-	p, err := f.remote("open", name)
+	p, fi, err := f.statToOpen(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	// STAT first, since an OPEN cannot tell a directory apart (OpenSSH's server opens
-	// one without complaint) and would hang on a named pipe.
-	fi, err := f.c.Stat(ctx, p)
-	if err != nil {
-		return nil, relabel("open", name, err)
-	}
-	switch {
-	case fi.IsDir():
+	if fi.IsDir() {
 		return &fsDir{c: f.c, name: name, remote: p}, nil
-	case fi.Mode()&fs.ModeNamedPipe != 0:
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errNamedPipe}
 	}
 	file, err := f.c.Open(ctx, p)
 	if err != nil {
 		return nil, relabel("open", name, err)
 	}
 	return &fsFile{f: file, name: name}, nil
+}
+
+// statToOpen resolves name and STATs it before it is opened: an OPEN cannot tell a
+// directory apart (OpenSSH's server opens one without complaint), which the caller
+// handles, and would hang on a named pipe, which is refused here. The STAT costs what
+// an FSTAT after the OPEN would.
+func (f *remoteFS) statToOpen(ctx context.Context, name string) (string, fs.FileInfo, error) {
+	p, err := f.remote("open", name)
+	if err != nil {
+		return "", nil, err
+	}
+	fi, err := f.c.Stat(ctx, p)
+	if err != nil {
+		return "", nil, relabel("open", name, err)
+	}
+	if fi.Mode()&fs.ModeNamedPipe != 0 {
+		return "", nil, &fs.PathError{Op: "open", Path: name, Err: errNamedPipe}
+	}
+	return p, fi, nil
 }
 
 // Stat returns information about name, following symbolic links.
@@ -175,21 +185,12 @@ func (f *remoteFS) ReadDir(name string) ([]fs.DirEntry, error) {
 // ReadFile returns the contents of name, read with many READs in flight.
 func (f *remoteFS) ReadFile(name string) ([]byte, error) {
 	ctx := context.Background()
-	p, err := f.remote("open", name)
+	p, fi, err := f.statToOpen(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	// The STAT costs what an FSTAT would, and keeps a directory or a named pipe from
-	// ever being opened.
-	fi, err := f.c.Stat(ctx, p)
-	if err != nil {
-		return nil, relabel("open", name, err)
-	}
-	switch {
-	case fi.IsDir():
+	if fi.IsDir() {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
-	case fi.Mode()&fs.ModeNamedPipe != 0:
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errNamedPipe}
 	}
 	file, err := f.c.Open(ctx, p)
 	if err != nil {

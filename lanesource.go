@@ -227,9 +227,6 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if err == nil && sc == nil {
-		err = errors.New("sftp: the dialer returned no connection and no error")
-	}
 	if err != nil {
 		err = fmt.Errorf("sftp: dialling another connection: %w", err)
 	}
@@ -259,27 +256,19 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 // Client.Close (which cancels ctx) or a transfer past its ctx. A connection such a
 // dialer delivers after the wait ended is closed, as nobody will use it.
 func (s *sshLanes) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
-	type dialled struct {
-		sc  *ssh.Client
-		err error
-	}
-	done := make(chan dialled, 1)
-	go func() {
+	sc, _, err := awaitOrAbandon(ctx, func() (*ssh.Client, error) {
 		sc, err := s.dial(ctx)
 		<-s.dialing
-		done <- dialled{sc, err}
-	}()
-	select {
-	case d := <-done:
-		return d.sc, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-done; d.sc != nil {
-				d.sc.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
+		switch {
+		case err != nil && sc != nil:
+			sc.Close() // a connection that comes with an error is not used
+			return nil, err
+		case err == nil && sc == nil:
+			return nil, errors.New("sftp: the dialer returned no connection and no error")
+		}
+		return sc, err
+	}, func(sc *ssh.Client) { sc.Close() })
+	return sc, err
 }
 
 // session opens a lane on t's connection. The lane gives its place back when its
@@ -374,53 +363,40 @@ func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, onClose f
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
-	type opened struct {
-		ch  ssh.Channel
-		err error
-	}
-	done := make(chan opened, 1)
-	go func() {
+	ch, abandoned, err := awaitOrAbandon(ctx, func() (ssh.Channel, error) {
 		// OpenChannel waits for the server's confirmation: the channel has no number
 		// to send on before it.
 		ch, reqs, err := sc.OpenChannel("session", nil)
 		if err != nil {
-			done <- opened{err: fmt.Errorf("sftp: opening a session: %w", err)}
-			return
+			return nil, fmt.Errorf("sftp: opening a session: %w", err)
 		}
 		go ssh.DiscardRequests(reqs) // exit-status and the like; ends with the channel
 		if err = c.startServerNoWait(ch); err != nil {
 			ch.Close()
+			return nil, err
 		}
-		done <- opened{ch, err}
-	}()
-	var o opened
-	select {
-	case o = <-done:
-	case <-ctx.Done():
-		go func() {
-			if o := <-done; o.err == nil {
-				o.ch.Close()
-			}
-		}()
-		return nil, fmt.Errorf("sftp: opening a session: %w", ctx.Err())
+		return ch, nil
+	}, func(ch ssh.Channel) { ch.Close() })
+	if abandoned {
+		return nil, fmt.Errorf("sftp: opening a session: %w", err)
 	}
-	if o.err != nil {
-		return nil, o.err
+	if err != nil {
+		return nil, err
 	}
 	stderr := c.opts.stderr
 	if stderr == nil {
 		stderr = io.Discard
 	}
 	// The server's stderr shares the channel's window: it must be read.
-	go io.Copy(stderr, o.ch.Stderr())
-	var r io.Reader = o.ch
-	var w io.WriteCloser = o.ch
+	go io.Copy(stderr, ch.Stderr())
+	var r io.Reader = ch
+	var w io.WriteCloser = ch
 	if c.opts.wrapStreams != nil {
 		r, w = c.opts.wrapStreams(r, w)
 	}
 	closer := func() error {
 		defer onClose()
-		return o.ch.Close()
+		return ch.Close()
 	}
 	cn, _ := startConn(r, w, closer, true, &c.dataPool)
 	return cn, nil

@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,8 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
-
-	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // laneFunc is a laneSource made of a function that owns nothing: tests give a Client
@@ -112,18 +111,6 @@ func requireSSHOpen(t *testing.T, sc *ssh.Client) {
 	require.NoError(t, err, "the caller's SSH connection")
 }
 
-// settleLanes makes a round trip on every extra lane: one whose connection is gone
-// fails doing so, so the next transfer does not count on it.
-func settleLanes(t *testing.T, c *Client) {
-	t.Helper()
-	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(testCtx(t), func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err == nil {
-			r.release()
-		}
-	}
-}
-
 // With sshd allowing one session per connection, every lane past the main channel
 // needs a connection of its own: the transfers stripe over dialled connections, and
 // Close closes those (not the caller's).
@@ -137,19 +124,12 @@ func TestDialerMaxSessionsOne(t *testing.T) {
 	down := e.file(t, "down", data)
 	// The first file opens on the main channel (the first data channel is only being
 	// opened), and stripes over the four data channels: five handles.
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 5) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 5) })
 	e.requireStriped(t, down, 5, stripeSize, false)
 	require.Len(t, d.dialled(), 4, "connections dialled: one for each data channel")
 
 	up := e.file(t, "up", nil)
-	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return e.awaitLanes(c, up, 4) })
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, func() error { return e.awaitLanes(c, up, 4) })
 	e.requireStriped(t, up, 4, stripeSize, true)
 	require.Len(t, d.dialled(), 4, "the upload reused the dialled connections")
 	require.Equal(t, 5, e.sessions(t))
@@ -174,10 +154,7 @@ func TestDialerSpreadsLanes(t *testing.T) {
 	down := e.file(t, "down", data)
 	// The file opens on the main channel and stripes over six data channels: seven
 	// sessions, two on the caller's connection and the rest on three dialled ones.
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 7) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 7) })
 	e.requireStriped(t, down, 7, stripeSize, false)
 	require.Len(t, d.dialled(), 3, "connections dialled for seven channels at two each")
 	require.Equal(t, 7, e.sessions(t))
@@ -225,14 +202,11 @@ func TestDialedConnectionDies(t *testing.T) {
 			}
 			// The dead connection's sftp-server has gone with it.
 			require.NoError(t, e.waitServerHandles(name, 0))
-			settleLanes(t, c)
+			_ = roundTripLanes(c) // the lane on the dead connection fails, and is dropped
 			require.Len(t, c.chans.live(), 4, "the main channel and three data channels")
 
 			writeLocal(t, name, data, 0o644)
-			f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
-			require.NoError(t, err)
-			requireSameBytes(t, data, got)
-			closeFile(t, f)
+			downloadWhole(t, c, name, data, func() error { return e.awaitLanes(c, name, 4) })
 			require.Len(t, d.dialled(), 5, "connections dialled: the dead one again")
 			require.Len(t, c.chans.live(), 5)
 		})
@@ -362,34 +336,17 @@ func (ps *pipeServers) all() []*pipeServer {
 	return slices.Clone(ps.procs)
 }
 
-// handles counts the descriptors the servers hold on name: one per open handle. They
-// are other processes, so /proc is polled (within a deadline) by waitHandles.
+// handles counts the handles the servers hold on name.
 func (ps *pipeServers) handles(name string) int {
-	n := 0
+	var pids []int
 	for _, p := range ps.all() {
-		dir := filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "fd")
-		fds, _ := os.ReadDir(dir)
-		for _, fd := range fds {
-			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == name {
-				n++
-			}
-		}
+		pids = append(pids, p.cmd.Process.Pid)
 	}
-	return n
+	return openFDs(pids, name)
 }
 
 func (ps *pipeServers) waitHandles(name string, want int) error {
-	deadline := time.Now().Add(testTimeout)
-	for {
-		got := ps.handles(name)
-		if got == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the servers hold %d handles on %s after %v, want %d", got, name, testTimeout, want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	return pollHandles(ps.handles, name, want)
 }
 
 // awaitLanes is stripeEnv.awaitLanes for pipe servers.
@@ -397,16 +354,7 @@ func (ps *pipeServers) awaitLanes(c *Client, name string, want int) error {
 	if err := ps.waitHandles(name, want); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err != nil {
-			return err
-		}
-		r.release()
-	}
-	return nil
+	return roundTripLanes(c)
 }
 
 // moved sums what each server logged moving for name, as read (download) or written.
@@ -470,20 +418,13 @@ func TestPipeOpenerStripes(t *testing.T) {
 	writeLocal(t, down, data, 0o644)
 	// The first file opens on the main pipe (the first data pipe is only being opened)
 	// and stripes over four data pipes: five handles, five servers.
-	f, got, err := download(t, c, down, 1, func() error { return ps.awaitLanes(c, down, 5) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return ps.awaitLanes(c, down, 5) })
 	require.NoError(t, ps.waitHandles(down, 0))
 	require.Len(t, ps.all(), 5, "server processes: the main one and one per data lane")
 	ps.requireSpread(t, down, stripeSize, false)
 
 	up := filepath.Join(dir, "up")
-	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return ps.awaitLanes(c, up, 4) })
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, func() error { return ps.awaitLanes(c, up, 4) })
 	require.NoError(t, ps.waitHandles(up, 0))
 	ps.requireSpread(t, up, stripeSize, true)
 	require.Len(t, ps.all(), 5, "the upload reused the lanes")
@@ -523,10 +464,7 @@ func TestDialerMaxSessionsTwo(t *testing.T) {
 	data := randBytes(stripeSize, 39)
 	down := e.file(t, "down", data)
 	// The file opens on the main channel and stripes over six data channels.
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 7) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 7) })
 	e.requireStriped(t, down, 7, stripeSize, false)
 	require.GreaterOrEqual(t, len(d.dialled()), 3, "connections dialled for five channels at two a connection")
 	require.False(t, c.chans.isRefused(), "refused sessions ended striping, though a dialer was given")
@@ -571,4 +509,39 @@ func TestCloseDuringPipeRampUp(t *testing.T) {
 	}
 	_ = f.Close()
 	goleak.VerifyNone(t, ignore)
+}
+
+// A dialer that returns a connection together with an error: the lane fails with the
+// error, and the Client closes the connection it will not use.
+func TestDialerErrorWithConnection(t *testing.T) {
+	e := newStripeEnv(t, 1)
+	refused := errors.New("the dialer's own failure")
+	var (
+		mu     sync.Mutex
+		dialed []*ssh.Client
+	)
+	dial := func(context.Context) (*ssh.Client, error) {
+		sc, err := e.sshd.DialVia(e.sshd.Addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		dialed = append(dialed, sc)
+		mu.Unlock()
+		return sc, refused
+	}
+	base, err := e.sshd.DialVia(e.sshd.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { base.Close() })
+	c, err := NewClient(testCtx(t), base, WithDialer(dial), WithChannels(2))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+
+	// sshd allows one session, the main channel's: the lane needs a dialled connection.
+	_, err = c.source.open(testCtx(t))
+	require.ErrorIs(t, err, refused)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, dialed, 1)
+	requireSSHClosed(t, dialed[0])
 }

@@ -2,17 +2,13 @@ package sftp
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,370 +18,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sftp/internal/delayproxy"
-	"github.com/sluicehq/sftp/internal/sshdtest"
-	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// Striping needs several SFTP channels on one SSH connection, so these tests run
-// against a private sshd on loopback. Its sftp-servers log every handle they close
-// (INFO), and /proc shows which files they hold open: the tests check from the
-// server's side that a transfer really used several channels and left no handle open.
-
-// stripeSize is large enough to stripe and a multiple of no request size.
-const stripeSize = 24<<20 + 12345
-
-type stripeEnv struct {
-	sshd *sshdtest.SSHD
-	dir  string // the files the tests transfer
-	log  string // what every sftp-server of this sshd logs
-}
-
-func newStripeEnv(t *testing.T, maxSessions int) *stripeEnv {
-	t.Helper()
-	// Made before the sshd, so they are removed after it has stopped.
-	e := &stripeEnv{dir: shmDir(t), log: filepath.Join(t.TempDir(), "sftp-server.log")}
-	e.sshd = sshdtest.NewSSHD(t, sshdtest.SSHDOptions{
-		MaxSessions:    maxSessions,
-		SFTPServerArgs: []string{"-l", "INFO"},
-		SFTPServerLog:  e.log,
-	})
-	return e
-}
-
-// shmDir keeps the test data in memory when the machine has /dev/shm: the tests move
-// a few hundred MiB, and a disk would only add noise.
-func shmDir(t *testing.T) string {
-	t.Helper()
-	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
-		return serverDir(t)
-	}
-	d, err := os.MkdirTemp("/dev/shm", "sluice-stripe-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
-// client connects a Client to the sshd (through addr when it is set, e.g. a delay
-// proxy), with its first data channel open. The returned function closes the Client
-// and then its SSH connection; it is idempotent and also runs at cleanup.
-func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, func()) {
-	t.Helper()
-	c, closeAll := e.newClient(t, addr, opts...)
-	// Files then go on a data channel from the first, as they do on a long link once
-	// its first data channel is open (see controllane.go).
-	readyControlLane(t, c)
-	return c, closeAll
-}
-
-// newClient is client without waiting for the first data channel.
-func (e *stripeEnv) newClient(t *testing.T, addr string, opts ...Option) (*Client, func()) {
-	t.Helper()
-	if addr == "" {
-		addr = e.sshd.Addr
-	}
-	sc, err := e.sshd.DialVia(addr)
-	require.NoError(t, err)
-	// Loopback has no latency, so the client would (rightly) not stripe: these
-	// tests are about how striping behaves, so they lift the latency threshold.
-	opts = append([]Option{withStripeMinRTT(0)}, opts...)
-	c, err := NewClient(testCtx(t), sc, opts...)
-	if err != nil {
-		sc.Close()
-		t.Fatalf("NewClient: %v", err)
-	}
-	// The tests below count on the lanes WithChannels allows, as a fixed number: the
-	// Client is told its transfers settled there (lanerule_test.go tests the rule).
-	pinLanes(c, c.opts.channels)
-	var once sync.Once
-	closeAll := func() {
-		once.Do(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("Client.Close: %v", err)
-			}
-			sc.Close()
-		})
-	}
-	t.Cleanup(closeAll)
-	return c, closeAll
-}
-
-// readyControlLane opens c's first data channel, as the first Open on a long link
-// does in the background, and waits for it.
-func readyControlLane(t *testing.T, c *Client) {
-	t.Helper()
-	require.True(t, c.stripes(), "the link is not one the control lane is for")
-	require.Equal(t, c.main, c.fileChannel(), "a file went on a data channel before one was open")
-	awaitControlLane(t, c)
-	require.Len(t, c.laneChannels(), 1, "data channels")
-}
-
-// awaitControlLane waits for the data channel the control lane is opening, if any.
-func awaitControlLane(t *testing.T, c *Client) {
-	t.Helper()
-	c.ctl.mu.Lock()
-	opening := c.ctl.opening
-	c.ctl.mu.Unlock()
-	if opening != nil {
-		within(t, func() { <-opening })
-	}
-}
-
-// file returns the path of name in the data directory, written with data unless data
-// is nil.
-func (e *stripeEnv) file(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(e.dir, name)
-	if data != nil {
-		writeLocal(t, p, data, 0o644)
-	}
-	return p
-}
-
-// serverHandles counts the descriptors the processes under sshd hold on name: one per
-// open handle, whichever channel's sftp-server it belongs to.
-func (e *stripeEnv) serverHandles(name string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1
-	}
-	children := map[int][]int{}
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// The command name is in parentheses and may hold anything: fields follow the last ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	n := 0
-	for queue := children[e.sshd.Pid()]; len(queue) > 0; queue = queue[1:] {
-		pid := queue[0]
-		queue = append(queue, children[pid]...)
-		dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-		fds, _ := os.ReadDir(dir)
-		for _, fd := range fds {
-			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == name {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// waitServerHandles waits until the server holds want handles on name. The server is
-// another process, so there is nothing to wait on but its state: it is polled, within
-// a deadline.
-func (e *stripeEnv) waitServerHandles(name string, want int) error {
-	deadline := time.Now().Add(testTimeout)
-	for {
-		got := e.serverHandles(name)
-		if got == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server holds %d handles on %s after %v, want %d", got, name, testTimeout, want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// awaitLanes holds a transfer (it is called from the transfer's reader or writer) until
-// its sibling handles are open on the server, then makes a round trip on every extra
-// channel: replies on a channel come in order, so each sibling's HANDLE reply has then
-// reached the transfer's opener. What follows in the transfer runs over all lanes.
-func (e *stripeEnv) awaitLanes(c *Client, name string, want int) error {
-	if err := e.waitServerHandles(name, want); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err != nil {
-			return err
-		}
-		r.release()
-	}
-	return nil
-}
-
-var closeLine = regexp.MustCompile(`close "(.*)" bytes read (\d+) written (\d+)`)
-
-// handleStat is what sftp-server logs about a handle when it is closed.
-type handleStat struct{ read, written int64 }
-
-// closedHandles returns the handles on name the server has closed, from its log.
-func (e *stripeEnv) closedHandles(t *testing.T, name string) []handleStat {
-	t.Helper()
-	var out []handleStat
-	for _, line := range strings.Split(e.readLog(t), "\n") {
-		m := closeLine.FindStringSubmatch(line)
-		if m == nil || m[1] != name {
-			continue
-		}
-		r, err1 := strconv.ParseInt(m[2], 10, 64)
-		w, err2 := strconv.ParseInt(m[3], 10, 64)
-		require.NoError(t, errors.Join(err1, err2), line)
-		out = append(out, handleStat{r, w})
-	}
-	return out
-}
-
-// opened counts the handles the server has opened on name, from its log.
-func (e *stripeEnv) opened(t *testing.T, name string) int {
-	t.Helper()
-	return strings.Count(e.readLog(t), `open "`+name+`" flags`)
-}
-
-// sessions counts the SFTP sessions (channels) the server has started.
-func (e *stripeEnv) sessions(t *testing.T) int {
-	t.Helper()
-	return strings.Count(e.readLog(t), "session opened for local user")
-}
-
-func (e *stripeEnv) readLog(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(e.log)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ""
-	}
-	require.NoError(t, err)
-	return string(b)
-}
-
-// requireStriped checks from the server's log that a transfer of total bytes on name
-// used handles (all closed by now) and that more than one of them moved data.
-func (e *stripeEnv) requireStriped(t *testing.T, name string, handles int, total int64, upload bool) {
-	t.Helper()
-	hs := e.closedHandles(t, name)
-	require.Len(t, hs, handles, "handles closed on %s", name)
-	require.Equal(t, handles, e.opened(t, name), "handles opened on %s", name)
-	var sum int64
-	busy := 0
-	for _, h := range hs {
-		moved, other := h.read, h.written
-		if upload {
-			moved, other = other, moved
-		}
-		require.Zero(t, other)
-		sum += moved
-		if moved > 0 {
-			busy++
-		}
-	}
-	require.Equal(t, total, sum, "bytes the server moved for %s", name)
-	require.GreaterOrEqual(t, busy, 2, "handles that moved data: %+v", hs)
-}
-
-// tripWriter passes writes to w and calls trip once, when at least n bytes have gone
-// through; trip's error fails that Write. It lets a test act at a point of a transfer
-// defined by progress rather than by time.
-type tripWriter struct {
-	w    io.Writer
-	n    int64
-	done int64
-	trip func() error
-}
-
-func (tw *tripWriter) Write(p []byte) (int, error) {
-	k, err := tw.w.Write(p)
-	tw.done += int64(k)
-	if err == nil && tw.trip != nil && tw.done >= tw.n {
-		trip := tw.trip
-		tw.trip = nil
-		err = trip()
-	}
-	return k, err
-}
-
-// tripReader is tripWriter for a transfer's source. It has no size that ReadFrom could
-// see: wrap it in io.LimitReader to announce one.
-type tripReader struct {
-	r      io.Reader
-	n      int64
-	done   int64
-	trip   func() error
-	before int64 // what the source had yielded before the Read that tripped
-}
-
-func (tr *tripReader) Read(p []byte) (int, error) {
-	k, err := tr.r.Read(p)
-	if err == nil && tr.trip != nil && tr.done+int64(k) >= tr.n {
-		trip := tr.trip
-		tr.trip, tr.before = nil, tr.done
-		err = trip()
-	}
-	tr.done += int64(k)
-	return k, err
-}
-
-// download reads name whole with File.WriteTo into a buffer, its writer tripping after n
-// bytes.
-func download(t *testing.T, c *Client, name string, n int64, trip func() error) (*File, []byte, error) {
-	t.Helper()
-	f, err := c.Open(testCtx(t), name)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	var got int64
-	within(t, func() { got, err = f.WriteTo(&tripWriter{w: &buf, n: n, trip: trip}) })
-	require.Equal(t, int64(buf.Len()), got, "WriteTo's count against the bytes it wrote")
-	return f, buf.Bytes(), err
-}
-
-// upload writes data to name (created) with File.ReadFrom from a source that trips
-// after n bytes; sized says whether ReadFrom can tell the source's size.
-func upload(t *testing.T, c *Client, name string, data []byte, sized bool, n int64, trip func() error) (*File, int64, error) {
-	t.Helper()
-	f, err := c.Create(testCtx(t), name)
-	require.NoError(t, err)
-	var src io.Reader = &tripReader{r: bytes.NewReader(data), n: n, trip: trip}
-	if sized {
-		src = io.LimitReader(src, int64(len(data)))
-	}
-	var got int64
-	within(t, func() { got, err = f.ReadFrom(src) })
-	return f, got, err
-}
-
-func requireSameBytes(t *testing.T, want, got []byte) {
-	t.Helper()
-	require.Equal(t, len(want), len(got), "length")
-	if bytes.Equal(want, got) {
-		return
-	}
-	if i := firstDiff(want, got); i >= 0 {
-		t.Fatalf("contents differ from byte %d of %d", i, len(want))
-	}
-}
-
-func firstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	if len(a) != len(b) {
-		return min(len(a), len(b))
-	}
-	return -1
-}
-
-func closeFile(t *testing.T, f *File) {
-	t.Helper()
-	var err error
-	within(t, func() { err = f.Close() })
-	require.NoError(t, err)
-}
+// The striping tests; their environment (a private sshd, and what they read of its
+// sftp-servers) is in stripeenv_test.go.
 
 func TestStripeTransfers(t *testing.T) {
 	e := newStripeEnv(t, 0)
@@ -462,11 +98,8 @@ func TestStripeTinyFiles(t *testing.T) {
 		data := randBytes(size, 3)
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			down := e.file(t, fmt.Sprintf("down-%d", size), data)
-			f, got, err := download(t, c, down, 0, nil)
-			require.NoError(t, err)
-			requireSameBytes(t, data, got)
-			closeFile(t, f)
-			got, err = c.ReadFile(ctx, down)
+			downloadWhole(t, c, down, data, nil)
+			got, err := c.ReadFile(ctx, down)
 			require.NoError(t, err)
 			requireSameBytes(t, data, got)
 
@@ -491,19 +124,12 @@ func TestStripeReusesChannels(t *testing.T) {
 	c, _ := e.client(t, "", WithChannels(4))
 
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 1, func() error { return e.awaitLanes(c, down, 4) })
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 4) })
 	require.Len(t, c.chans.live(), 5)
 	require.Equal(t, 5, e.sessions(t))
 
 	up := e.file(t, "up", nil)
-	f, n, err := upload(t, c, up, data, true, 1<<20, func() error { return e.awaitLanes(c, up, 4) })
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, func() error { return e.awaitLanes(c, up, 4) })
 	e.requireStriped(t, up, 4, stripeSize, true)
 	require.Len(t, c.chans.live(), 5)
 	require.Equal(t, 5, e.sessions(t), "the second transfer opened channels")
@@ -515,18 +141,11 @@ func TestStripeMaxSessions(t *testing.T) {
 	c, _ := e.client(t, "", WithChannels(8))
 
 	down := e.file(t, "down", data)
-	f, got, err := download(t, c, down, 0, nil)
-	require.NoError(t, err)
-	requireSameBytes(t, data, got)
-	closeFile(t, f)
+	downloadWhole(t, c, down, data, nil)
 	require.LessOrEqual(t, len(c.chans.live()), 2)
 
 	up := e.file(t, "up", nil)
-	f, n, err := upload(t, c, up, data, true, 0, nil)
-	require.NoError(t, err)
-	require.Equal(t, int64(stripeSize), n)
-	closeFile(t, f)
-	requireSameBytes(t, data, readLocal(t, up))
+	uploadWhole(t, c, up, data, nil)
 	require.LessOrEqual(t, len(c.chans.live()), 2)
 	require.LessOrEqual(t, e.sessions(t), 2)
 	require.True(t, c.chans.isRefused(), "the refused channels were not noted")
@@ -630,10 +249,7 @@ func TestStripeSiblingDies(t *testing.T) {
 		closeFile(t, f)
 
 		// The next large transfer replaces the channel.
-		f, got, err = download(t, c, name, 1, func() error { return e.awaitLanes(c, name, 4) })
-		require.NoError(t, err)
-		requireSameBytes(t, data, got)
-		closeFile(t, f)
+		downloadWhole(t, c, name, data, func() error { return e.awaitLanes(c, name, 4) })
 		require.Len(t, c.chans.live(), 5)
 		closeClient()
 		goleak.VerifyNone(t, ignore)

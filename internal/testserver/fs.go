@@ -280,18 +280,28 @@ func (f *fsys) open(p string, pflags uint32, perm uint32) (*node, error) {
 	return n, nil
 }
 
+// resolveNew resolves p for an entry about to be made: p must not exist (EEXIST),
+// and its directory must be writable (EACCES). Callers hold f.mu.
+func (f *fsys) resolveNew(p string) (lookup, error) {
+	l, err := f.resolve(p, false)
+	if err != nil {
+		return l, err
+	}
+	if l.node != nil {
+		return l, eEXIST
+	}
+	if !l.parent.canWrite() {
+		return l, eACCES
+	}
+	return l, nil
+}
+
 func (f *fsys) mkdir(p string, perm uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l, err := f.resolve(p, false)
+	l, err := f.resolveNew(p)
 	if err != nil {
 		return err
-	}
-	if l.node != nil {
-		return eEXIST
-	}
-	if !l.parent.canWrite() {
-		return eACCES
 	}
 	n := f.newNode(sIFDIR | perm&0o7777)
 	n.nlink = 2
@@ -412,15 +422,9 @@ func (f *fsys) symlink(target, linkp string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l, err := f.resolve(linkp, false)
+	l, err := f.resolveNew(linkp)
 	if err != nil {
 		return err
-	}
-	if l.node != nil {
-		return eEXIST
-	}
-	if !l.parent.canWrite() {
-		return eACCES
 	}
 	n := f.newNode(sIFLNK | 0o777)
 	n.target = target
@@ -440,15 +444,9 @@ func (f *fsys) link(oldp, newp string) error {
 	if src.isDir() {
 		return ePERM
 	}
-	l, err := f.resolve(newp, false)
+	l, err := f.resolveNew(newp)
 	if err != nil {
 		return err
-	}
-	if l.node != nil {
-		return eEXIST
-	}
-	if !l.parent.canWrite() {
-		return eACCES
 	}
 	f.addEntry(l.parent, l.name, src)
 	src.nlink++

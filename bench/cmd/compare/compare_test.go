@@ -33,18 +33,23 @@ func workDir(t *testing.T) string {
 	return d
 }
 
-// TestSmoke runs every row once each way, direct and through the delay proxy, on a small
-// file and on a small tree. It checks that each transfer completes and is verified, not
-// how fast it is.
-func TestSmoke(t *testing.T) {
+// skipUnlessEndToEnd skips a test that runs the harness end to end: in -short mode, or
+// where no private sshd can run.
+func skipUnlessEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run skipped in -short mode")
 	}
 	if err := sshdtest.SSHDUsable(); err != nil {
 		t.Skip(err)
 	}
-	cfg, err := parseFlags([]string{"-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms", "-plain-par", "3",
-		"-timeout", "2m", "-deadline", "8m", "-work", workDir(t), "-v"})
+}
+
+// smokeRun runs the harness with args, a work directory and bounds of its own, and
+// requires that it succeeds with no failed transfer. It returns the config and the
+// output.
+func smokeRun(t *testing.T, args ...string) (*config, string) {
+	t.Helper()
+	cfg, err := parseFlags(append(args, "-timeout", "2m", "-deadline", "8m", "-work", workDir(t)))
 	require.NoError(t, err)
 	var out, progress strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
@@ -52,10 +57,19 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, run(ctx, cfg, &out, &progress), "progress:\n%s", progress.String())
 	t.Logf("\n%s", out.String())
 	require.NotContains(t, out.String(), "Failed transfers", progress.String())
+	return cfg, out.String()
+}
+
+// TestSmoke runs every row once each way, direct and through the delay proxy, on a small
+// file and on a small tree. It checks that each transfer completes and is verified, not
+// how fast it is.
+func TestSmoke(t *testing.T) {
+	skipUnlessEndToEnd(t)
+	cfg, text := smokeRun(t, "-size", "4MiB", "-tree-files", "20", "-rounds", "1", "-rtt", "0,4ms", "-plain-par", "3", "-v")
 	withSluice, withTime := findRow(sluiceDefaultID) != nil, findGNUTime() != ""
 	// A tree table has a wall-time column after the rate, which moves the ratio and RSS.
 	extra, treeRows := 0, 0
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, "| row ") {
 			extra = 0
 			if strings.Contains(line, "files/s") {
@@ -78,7 +92,7 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, want := range []string{"download, RTT 0 (direct), 4 MiB", "upload, RTT 4ms", "plain channel", "pkg/sftp v1.13.12 tuned",
 		"upload, RTT 4ms (delay proxy, 2ms each way), tree of 20 × 4 KiB files in 10 dirs"} {
-		require.Contains(t, out.String(), want)
+		require.Contains(t, text, want)
 	}
 	// Only the rows with a recursive copy take part in tree tables.
 	treeRowsRun := slices.DeleteFunc(slices.Clone(cfg.rows), func(r *row) bool {
@@ -87,20 +101,15 @@ func TestSmoke(t *testing.T) {
 	})
 	wantTreeRows := 2 * len(cfg.rtts) * len(treeRowsRun)
 	require.Equal(t, wantTreeRows, treeRows)
-	require.Less(t, strings.Index(out.String(), "upload, RTT 4ms (delay proxy, 2ms each way), 4 MiB"),
-		strings.Index(out.String(), "download, RTT 0 (direct), tree"), "the big-file tables come first")
+	require.Less(t, strings.Index(text, "upload, RTT 4ms (delay proxy, 2ms each way), 4 MiB"),
+		strings.Index(text, "download, RTT 0 (direct), tree"), "the big-file tables come first")
 }
 
 // TestSmokeLanes runs the rows and the case issue 11 measures with: plain-par, fixed
 // channel counts, the pipe case (with the opener row)
 // and -summary, direct and through the delay proxy, with two sizes.
 func TestSmokeLanes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end run skipped in -short mode")
-	}
-	if err := sshdtest.SSHDUsable(); err != nil {
-		t.Skip(err)
-	}
+	skipUnlessEndToEnd(t)
 	if findFamily(sluiceFixedPrefix) == nil {
 		t.Skip("a -tags nosluice build has neither fixed-channel nor pipe rows")
 	}
@@ -113,17 +122,8 @@ func TestSmokeLanes(t *testing.T) {
 			rows += "," + id
 		}
 	}
-	cfg, err := parseFlags([]string{"-size", "3MiB,5MiB", "-rounds", "1", "-rtt", "0,4ms", "-case", "file,pipe,tree",
-		"-tree-files", "10", "-rows", rows, "-plain-par", "3", "-sluice-fixed", "2", "-summary",
-		"-timeout", "2m", "-deadline", "8m", "-work", workDir(t)})
-	require.NoError(t, err)
-	var out, progress strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
-	defer cancel()
-	require.NoError(t, run(ctx, cfg, &out, &progress), "progress:\n%s", progress.String())
-	t.Logf("\n%s", out.String())
-	text := out.String()
-	require.NotContains(t, text, "Failed transfers")
+	_, text := smokeRun(t, "-size", "3MiB,5MiB", "-rounds", "1", "-rtt", "0,4ms", "-case", "file,pipe,tree",
+		"-tree-files", "10", "-rows", rows, "-plain-par", "3", "-sluice-fixed", "2", "-summary")
 	for _, want := range []string{
 		"| parallel plain channels (`dd`) (3 connections) |", "| sluice WithChannels(2) |",
 		"download, RTT 4ms (delay proxy, 2ms each way), 5 MiB, pipe clients, 1 round(s)",

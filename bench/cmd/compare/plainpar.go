@@ -146,40 +146,9 @@ func dialMore(ctx context.Context, j *job, conns []*ssh.Client) error {
 // moveRange runs r's dd on one connection: a download counts what arrives, an upload
 // sends r's bytes of src (read with ReadAt, so the ranges share one file).
 func moveRange(conn *ssh.Client, j *job, src *os.File, r byteRange) (int64, error) {
-	sess, err := conn.NewSession()
-	if err != nil {
-		return 0, err
-	}
-	defer sess.Close()
 	cmd := rangeCommand(j.Dir, j.Remote, r)
-	var n int64
 	if j.Dir == download {
-		out, err := sess.StdoutPipe()
-		if err != nil {
-			return 0, err
-		}
-		if err := sess.Start(cmd); err != nil {
-			return 0, err
-		}
-		n, err = io.Copy(io.Discard, out)
-		if werr := sess.Wait(); err == nil {
-			err = werr
-		}
-		return n, err
+		return sessionCopy(conn, cmd, nil)
 	}
-	in, err := sess.StdinPipe()
-	if err != nil {
-		return 0, err
-	}
-	if err := sess.Start(cmd); err != nil {
-		return 0, err
-	}
-	n, err = io.Copy(in, io.NewSectionReader(src, r.off, r.n))
-	if cerr := in.Close(); err == nil {
-		err = cerr
-	}
-	if werr := sess.Wait(); err == nil {
-		err = werr
-	}
-	return n, err
+	return sessionCopy(conn, cmd, io.NewSectionReader(src, r.off, r.n))
 }

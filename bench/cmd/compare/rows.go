@@ -171,17 +171,32 @@ func init() {
 // plainTransfer is one session channel running cat: the cost of moving the bytes through
 // x/crypto/ssh with no SFTP at all. Behind a delay it shows the one-channel window cap.
 func plainTransfer(_ context.Context, conn *ssh.Client, j *job) (int64, error) {
+	if j.Dir == download {
+		return sessionCopy(conn, "cat "+shellQuote(j.Remote), nil)
+	}
+	src, err := os.Open(j.Local)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	return sessionCopy(conn, "cat > /dev/null", src)
+}
+
+// sessionCopy runs cmd in a new session on conn and counts the bytes it moves: with
+// src nil, what cmd writes (read into io.Discard); else src, copied into cmd's input,
+// which is then closed. It waits for cmd to exit.
+func sessionCopy(conn *ssh.Client, cmd string, src io.Reader) (int64, error) {
 	sess, err := conn.NewSession()
 	if err != nil {
 		return 0, err
 	}
 	defer sess.Close()
-	if j.Dir == download {
+	if src == nil {
 		out, err := sess.StdoutPipe()
 		if err != nil {
 			return 0, err
 		}
-		if err := sess.Start("cat " + shellQuote(j.Remote)); err != nil {
+		if err := sess.Start(cmd); err != nil {
 			return 0, err
 		}
 		n, err := io.Copy(io.Discard, out)
@@ -194,14 +209,9 @@ func plainTransfer(_ context.Context, conn *ssh.Client, j *job) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := sess.Start("cat > /dev/null"); err != nil {
+	if err := sess.Start(cmd); err != nil {
 		return 0, err
 	}
-	src, err := os.Open(j.Local)
-	if err != nil {
-		return 0, err
-	}
-	defer src.Close()
 	n, err := io.Copy(in, src)
 	if cerr := in.Close(); err == nil {
 		err = cerr
@@ -221,32 +231,46 @@ func pkgSFTPTransfer(opts ...sftp.ClientOption) transferFunc {
 			return 0, err
 		}
 		defer c.Close()
-		if j.Dir == download {
-			f, err := c.Open(j.Remote)
-			if err != nil {
-				return 0, err
-			}
-			n, err := io.Copy(io.Discard, f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return n, err
-		}
-		src, err := os.Open(j.Local)
+		return copyFile(j, c.Open, c.Create)
+	}
+}
+
+// remoteFile is what copyFile uses of a client's remote file.
+type remoteFile interface {
+	io.Reader
+	io.Writer
+	io.Closer
+}
+
+// copyFile moves j's file the plain way a user would write it: io.Copy off the remote
+// file open returns, or onto the one create returns, so that the client's own WriteTo
+// or ReadFrom does the work. A failed Close fails the copy.
+func copyFile[F remoteFile](j *job, open, create func(name string) (F, error)) (int64, error) {
+	if j.Dir == download {
+		f, err := open(j.Remote)
 		if err != nil {
 			return 0, err
 		}
-		defer src.Close()
-		f, err := c.Create(j.Remote)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(f, src)
+		n, err := io.Copy(io.Discard, f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		return n, err
 	}
+	src, err := os.Open(j.Local)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	f, err := create(j.Remote)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // shellQuote quotes s for the remote login shell.

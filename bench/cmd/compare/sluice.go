@@ -89,3 +89,10 @@ func sluiceTransfer(ctx context.Context, conn *ssh.Client, j *job, opts ...sluic
 	defer c.Close()
 	return copyWithClient(ctx, c, j)
 }
+
+// copyWithClient is sluiceTransfer's copy on a client already made.
+func copyWithClient(ctx context.Context, c *sluice.Client, j *job) (int64, error) {
+	return copyFile(j,
+		func(name string) (*sluice.File, error) { return c.Open(ctx, name) },
+		func(name string) (*sluice.File, error) { return c.Create(ctx, name) })
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -133,33 +132,4 @@ func (p *sshPipes) stderr() string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// copyWithClient is sluiceTransfer's copy on a client already made.
-func copyWithClient(ctx context.Context, c *sluice.Client, j *job) (int64, error) {
-	if j.Dir == download {
-		f, err := c.Open(ctx, j.Remote)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(io.Discard, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return n, err
-	}
-	src, err := os.Open(j.Local)
-	if err != nil {
-		return 0, err
-	}
-	defer src.Close()
-	f, err := c.Create(ctx, j.Remote)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(f, src)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
 }
