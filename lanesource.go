@@ -460,20 +460,27 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("sftp: opening another pipe: %w", ctx.Err())
 	}
-	r, w, err := p.openFn(ctx)
-	if err == nil && (r == nil || w == nil) {
-		if w != nil {
-			w.Close()
+	// An opener that ignores its ctx must not hold Client.Close (which cancels ctx) or
+	// a transfer past its ctx: a pair it delivers after the wait ended is closed. Its
+	// place among the pipes starting is given back when it returns.
+	pair, _, err := awaitOrAbandon(ctx, func() (pipePair, error) {
+		r, w, err := p.openFn(ctx)
+		if err == nil && (r == nil || w == nil) {
+			pipePair{r, w}.close()
+			err = errors.New("sftp: the pipe opener returned a nil reader or writer")
 		}
-		if rc, ok := r.(io.Closer); ok {
-			rc.Close()
+		if err != nil {
+			<-p.starting
 		}
-		err = errors.New("sftp: the pipe opener returned a nil reader or writer")
-	}
-	if err != nil {
+		return pipePair{r, w}, err
+	}, func(late pipePair) {
+		late.close()
 		<-p.starting
+	})
+	if err != nil {
 		return nil, fmt.Errorf("sftp: opening another pipe: %w", err)
 	}
+	r, w := pair.r, pair.w
 	closer, closable := pipeCloser(r, w)
 	cn, versioned := startConn(r, w, closer, closable, &p.c.dataPool)
 	// The lane is returned at once, so that its first request goes out behind INIT;
@@ -490,6 +497,22 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 }
 
 func (p *pipeLanes) close() { p.stop() }
+
+// pipePair is what a pipe opener returns.
+type pipePair struct {
+	r io.Reader
+	w io.WriteCloser
+}
+
+// close closes what of the pair is there: w, and r if it is an io.Closer.
+func (pp pipePair) close() {
+	if pp.w != nil {
+		pp.w.Close()
+	}
+	if rc, ok := pp.r.(io.Closer); ok {
+		rc.Close()
+	}
+}
 
 // pipeCloser closes a pipe pair: w, and r too if it is an io.Closer. closable reports
 // whether it is, that is whether closing ends the reader's Read.

@@ -471,44 +471,64 @@ func TestDialerMaxSessionsTwo(t *testing.T) {
 }
 
 // Close while a pipe opener is still starting lanes: Close cancels the opener's ctx and
-// returns; the transfer ends with an error, and nothing is left running.
+// returns, whether the opener honours its ctx or not (a pair it delivers later is
+// closed); the transfer ends with an error, and nothing is left running.
 func TestCloseDuringPipeRampUp(t *testing.T) {
-	dir := shmDir(t)
-	ps := newPipeServers(t, dir, t.TempDir())
-	ctx := testCtx(t)
-	r, w, err := ps.open(ctx)
-	require.NoError(t, err)
-	started := make(chan struct{}, 8)
-	blocked := func(ctx context.Context) (io.Reader, io.WriteCloser, error) {
-		started <- struct{}{}
-		<-ctx.Done()
-		return nil, nil, ctx.Err()
+	for _, honourCtx := range []bool{true, false} {
+		t.Run(fmt.Sprintf("honourCtx=%v", honourCtx), func(t *testing.T) {
+			dir := shmDir(t)
+			ps := newPipeServers(t, dir, t.TempDir())
+			ctx := testCtx(t)
+			r, w, err := ps.open(ctx)
+			require.NoError(t, err)
+			started := make(chan struct{}, 8)
+			gate := make(chan struct{})
+			// What an opener that ignores its ctx delivers late: the Client must close
+			// it, which the test sees as EOF at the far end of the pipe.
+			farEnd, late := io.Pipe()
+			blocked := func(ctx context.Context) (io.Reader, io.WriteCloser, error) {
+				started <- struct{}{}
+				if honourCtx {
+					<-ctx.Done()
+					return nil, nil, ctx.Err()
+				}
+				<-gate
+				return strings.NewReader(""), late, nil
+			}
+			ignore := goleak.IgnoreCurrent()
+			c, err := NewClientPipe(ctx, r, w, WithPipeOpener(blocked), WithChannels(4), withStripeMinRTT(0))
+			require.NoError(t, err)
+			pinLanes(c, 4)
+			name := filepath.Join(dir, "down")
+			writeLocal(t, name, randBytes(stripeSize, 40), 0o644)
+			f, err := c.Open(ctx, name)
+			require.NoError(t, err)
+			res := make(chan error, 1)
+			go func() {
+				_, err := f.WriteTo(io.Discard)
+				res <- err
+			}()
+			await(t, started, 1, "the first pipe opening")
+			within(t, func() { require.NoError(t, c.Close()) })
+			_, err = c.Stat(ctx, "/")
+			require.ErrorIs(t, err, net.ErrClosed)
+			select {
+			case err := <-res:
+				require.Error(t, err)
+			case <-time.After(testTimeout):
+				t.Fatal("the transfer did not end after Close")
+			}
+			_ = f.Close()
+			if !honourCtx {
+				close(gate)
+				within(t, func() {
+					_, err := farEnd.Read(make([]byte, 1))
+					require.ErrorIs(t, err, io.EOF, "the pair delivered after Close is closed")
+				})
+			}
+			goleak.VerifyNone(t, ignore)
+		})
 	}
-	ignore := goleak.IgnoreCurrent()
-	c, err := NewClientPipe(ctx, r, w, WithPipeOpener(blocked), WithChannels(4), withStripeMinRTT(0))
-	require.NoError(t, err)
-	pinLanes(c, 4)
-	name := filepath.Join(dir, "down")
-	writeLocal(t, name, randBytes(stripeSize, 40), 0o644)
-	f, err := c.Open(ctx, name)
-	require.NoError(t, err)
-	res := make(chan error, 1)
-	go func() {
-		_, err := f.WriteTo(io.Discard)
-		res <- err
-	}()
-	await(t, started, 1, "the first pipe opening")
-	within(t, func() { require.NoError(t, c.Close()) })
-	_, err = c.Stat(ctx, "/")
-	require.ErrorIs(t, err, net.ErrClosed)
-	select {
-	case err := <-res:
-		require.Error(t, err)
-	case <-time.After(testTimeout):
-		t.Fatal("the transfer did not end after Close")
-	}
-	_ = f.Close()
-	goleak.VerifyNone(t, ignore)
 }
 
 // A dialer that returns a connection together with an error: the lane fails with the
