@@ -466,7 +466,7 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	pair, _, err := awaitOrAbandon(ctx, func() (pipePair, error) {
 		r, w, err := p.openFn(ctx)
 		if err == nil && (r == nil || w == nil) {
-			pipePair{r, w}.close()
+			_ = pipePair{r, w}.close()
 			err = errors.New("sftp: the pipe opener returned a nil reader or writer")
 		}
 		if err != nil {
@@ -474,7 +474,7 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 		}
 		return pipePair{r, w}, err
 	}, func(late pipePair) {
-		late.close()
+		_ = late.close()
 		<-p.starting
 	})
 	if err != nil {
@@ -504,27 +504,24 @@ type pipePair struct {
 	w io.WriteCloser
 }
 
-// close closes what of the pair is there: w, and r if it is an io.Closer.
-func (pp pipePair) close() {
+// close closes what of the pair is there: w, and r if it is an io.Closer. It returns
+// the first error.
+func (pp pipePair) close() error {
+	var err error
 	if pp.w != nil {
-		pp.w.Close()
+		err = pp.w.Close()
 	}
 	if rc, ok := pp.r.(io.Closer); ok {
-		rc.Close()
+		if e := rc.Close(); err == nil {
+			err = e
+		}
 	}
+	return err
 }
 
 // pipeCloser closes a pipe pair: w, and r too if it is an io.Closer. closable reports
 // whether it is, that is whether closing ends the reader's Read.
 func pipeCloser(r io.Reader, w io.WriteCloser) (closer func() error, closable bool) {
-	rc, closable := r.(io.Closer)
-	return func() error {
-		err := w.Close()
-		if closable {
-			if e := rc.Close(); err == nil {
-				err = e
-			}
-		}
-		return err
-	}, closable
+	_, closable = r.(io.Closer)
+	return pipePair{r, w}.close, closable
 }
