@@ -53,7 +53,8 @@ const (
 
 type options struct {
 	maxInflight  int
-	maxPacket    int // 0: negotiate
+	maxPacket    int   // 0: negotiate
+	memoryLimit  int64 // what one call may hold from server data (budget.go)
 	channels     int
 	stripeMinRTT time.Duration
 	// wrapStreams, when set, stands between each SSH channel and the Client (tests
@@ -318,7 +319,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 
 func newClient(opts []Option) (*Client, error) {
 	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
-		lanesPerConn: defaultLanesPerConn}}
+		lanesPerConn: defaultLanesPerConn, memoryLimit: defaultMemoryLimit}}
 	for _, o := range opts {
 		if o == nil {
 			continue

@@ -36,6 +36,7 @@ type transferOptions struct {
 	limits    walkLimits // of a recursive Get's listing; tests lower them
 
 	skipUnchanged bool
+	stopOnError   bool // a tree stops at its first failure (StopOnError)
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
@@ -114,6 +115,13 @@ func Parallel(n int) TransferOption {
 		o.parallel = n
 		return nil
 	}
+}
+
+// StopOnError makes a tree transfer stop at its first failure, which it returns once
+// the files in flight have stopped. Without it a tree goes on past a file that fails,
+// copies every other one, and returns a *TreeError listing the failures.
+func StopOnError() TransferOption {
+	return func(o *transferOptions) error { o.stopOnError = true; return nil }
 }
 
 // OnProgress calls fn as files start, as data moves and as they finish (see Progress).

@@ -26,8 +26,12 @@ type Progress struct {
 	TotalBytes int64 // Bytes summed over every file started so far
 	TotalSize  int64 // the sizes of all files summed, or -1 when one is unknown
 	Files      int   // files completed
-	FilesTotal int   // files the call moves; known from the start, as trees are listed first
+	FilesTotal int   // files found so far; final once Walked is set
 	InProgress int   // files started and not yet completed or failed
+	// Walked is set once the whole source has been walked: FilesTotal and TotalSize
+	// are final from then on. A tree is copied as it is walked, so until then they
+	// count what has been found so far. A single file is walked from the start.
+	Walked bool
 
 	// Files are regular files: directories and symbolic links in a tree are made
 	// without reports and are not counted.
@@ -124,6 +128,7 @@ func (r *reporter) snapshot(p *fileProgress) Progress {
 		Path: p.path, Dest: p.dest, Bytes: p.bytes, Size: p.size,
 		TotalBytes: r.totalBytes, TotalSize: r.totalSize,
 		Files: r.files, FilesTotal: r.filesTotal, InProgress: r.inProgress,
+		Walked: true, // trees are still listed whole before they are copied
 	}
 }
 

@@ -613,3 +613,57 @@ func (t *getPutCall) symlinkRemote(ctx context.Context, target, dst string) erro
 	}
 	return t.c.Rename(ctx, part, dst)
 }
+
+// GetAll copies each remote file or, with Recursive, directory into the local
+// directory dir, under the base name of its path as given, as one transfer: the files
+// of every source share the Parallel slots and one progress report. dir is created if
+// missing. Two sources with the same base name are refused before anything moves.
+//
+// (Stub: the tree engine gives it one shared run.)
+func (c *Client) GetAll(ctx context.Context, remotes []string, dir string, opts ...TransferOption) error {
+	for _, r := range remotes {
+		if err := c.Get(ctx, r, filepath.Join(dir, path.Base(r)), opts...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutAll copies each local file or, with Recursive, directory into the remote
+// directory dir, under the base name of its path as given, as one transfer; see
+// GetAll.
+//
+// (Stub: the tree engine gives it one shared run.)
+func (c *Client) PutAll(ctx context.Context, locals []string, dir string, opts ...TransferOption) error {
+	for _, l := range locals {
+		if err := c.Put(ctx, l, path.Join(dir, filepath.Base(l)), opts...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TreeError is what a tree transfer returns when some of its files or links failed:
+// every other one was copied. errors.Is and errors.As match each failure.
+type TreeError struct {
+	Op     string  // "get" or "put"
+	Failed []error // the failures, each naming its source; the first maxTreeFailures kept
+	Count  int     // how many failed in all; more than len(Failed) past maxTreeFailures
+}
+
+// maxTreeFailures bounds the failures a TreeError keeps: a tree of a million
+// unreadable files must not hold a million errors.
+const maxTreeFailures = 1000
+
+func (e *TreeError) Error() string {
+	if len(e.Failed) == 0 {
+		return "sftp: " + e.Op + ": no failures"
+	}
+	if e.Count == 1 {
+		return e.Failed[0].Error()
+	}
+	return fmt.Sprintf("sftp: %s: %d files failed; the first: %v", e.Op, e.Count, e.Failed[0])
+}
+
+// Unwrap returns the failures kept, for errors.Is and errors.As.
+func (e *TreeError) Unwrap() []error { return e.Failed }
