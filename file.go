@@ -317,7 +317,7 @@ func (f *File) Chmod(mode fs.FileMode) error {
 	return f.err("chmod", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
 }
 
-// Chown changes the numeric uid and gid of the file.
+// Chown changes the numeric uid and gid of the file; -1 is refused, as by Client.Chown.
 func (f *File) Chown(uid, gid int) error {
 	a, err := ownerAttrs(uid, gid)
 	if err != nil {

@@ -2,9 +2,11 @@ package sftp
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,4 +108,33 @@ func TestOSIsNotExistIsFalseErrorsIsWorks(t *testing.T) {
 	_, err = c.Stat(ctx, "locked/f")
 	require.True(t, errors.Is(err, fs.ErrPermission), "%v", err)
 	require.False(t, os.IsPermission(err))
+}
+
+// Chown's -1 is os.Chown's "leave unchanged", which SFTP v3 cannot say: it is refused
+// before anything is sent, rather than sent as 4294967295 for each server to read in
+// its own way.
+func TestChownMinusOneIsRefused(t *testing.T) {
+	dir := serverDir(t)
+	writeLocal(t, filepath.Join(dir, "f"), nil, 0o644)
+	c, srv := startServer(t, dir, nil)
+	srv.drainWrites()
+	err := c.Chown(testCtx(t), "f", -1, os.Getgid())
+	require.ErrorIs(t, err, syscall.EINVAL)
+	requirePathErr(t, err, "chown", "f")
+	require.Zero(t, len(srv.writeStarted)+len(srv.writeDone), "nothing sent")
+}
+
+// WithMaxPacket's floor is stated in the error, which names the option.
+func TestWithMaxPacketRange(t *testing.T) {
+	for _, n := range []int{1, minDataSize - 1, 16<<20 + 1} {
+		var o options
+		err := WithMaxPacket(n)(&o)
+		require.ErrorContains(t, err, fmt.Sprintf("WithMaxPacket(%d)", n))
+		require.ErrorContains(t, err, "must be 512 to 16777216")
+	}
+	for _, n := range []int{minDataSize, 32768, 16 << 20} {
+		var o options
+		require.NoError(t, WithMaxPacket(n)(&o))
+		require.Equal(t, n, o.maxPacket)
+	}
 }
