@@ -285,11 +285,11 @@ func (f *File) setstat(a *sshfx.Attrs) error {
 }
 
 // Sync asks the server to flush the file to stable storage (fsync@openssh.com).
-// Where the server does not offer fsync@openssh.com (only OpenSSH's sftp-server and
-// a few others do), Sync sends nothing and returns an error matching
-// errors.ErrUnsupported: a caller for whom durability is best effort can go on after
-// checking errors.Is(err, errors.ErrUnsupported). Whether the server offers it is
-// also known before any Sync, from the VERSION it sent:
+// Where the server does not offer fsync@openssh.com (paramiko's, for one, does not),
+// Sync sends nothing and returns an error matching errors.ErrUnsupported: a caller
+// for whom durability is best effort can go on after checking errors.Is(err,
+// errors.ErrUnsupported). Whether the server offers it is also known before any
+// Sync, from the VERSION it sent:
 //
 //	canSync := c.Extensions()["fsync@openssh.com"] == "1"
 func (f *File) Sync() error {
