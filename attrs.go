@@ -5,21 +5,78 @@ import (
 	"io/fs"
 	"math"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// FileAttrs is what the server said about a file, as returned by FileInfo.Sys. Only
-// the fields whose flag is in Flags were sent.
+// FileAttrs is what the server said about a file, as returned by FileInfo.Sys (it
+// stands where pkg/sftp's *FileStat did). A server may leave fields out: only those
+// whose flag is in Flags were sent, and the others are zero. Test with Flags.Has:
+//
+//	if fa, ok := fi.Sys().(*sftp.FileAttrs); ok && fa.Flags.Has(sftp.AttrUIDGID) {
+//		fmt.Println(fa.UID, fa.GID)
+//	}
 type FileAttrs struct {
-	Flags       uint32 // SFTP ATTRS flags: 1 size, 2 uid/gid, 4 permissions, 8 times
-	Size        uint64
-	UID, GID    uint32
-	Permissions uint32 // st_mode as sent; the type bits may be missing on some servers
-	ATime       time.Time
-	MTime       time.Time
-	Extended    []ExtendedAttr
+	Flags       AttrFlags      // which of the fields below the server sent
+	Size        uint64         // AttrSize
+	UID, GID    uint32         // AttrUIDGID
+	Permissions uint32         // AttrPermissions: st_mode as sent; some servers omit the type bits
+	ATime       time.Time      // AttrACModTime, whole seconds; zero when not sent
+	MTime       time.Time      // AttrACModTime, whole seconds; zero when not sent
+	Extended    []ExtendedAttr // AttrExtended: vendor pairs, in the order sent
+}
+
+// AttrFlags says which optional fields an SFTP ATTRS block carries: the flags word of
+// the draft's ATTRS (draft-ietf-secsh-filexfer-02, section 5).
+type AttrFlags uint32
+
+// The ATTRS flags of SFTP version 3 (the draft's SSH_FILEXFER_ATTR_*).
+const (
+	AttrSize        AttrFlags = 0x00000001 // SSH_FILEXFER_ATTR_SIZE: Size
+	AttrUIDGID      AttrFlags = 0x00000002 // SSH_FILEXFER_ATTR_UIDGID: UID and GID
+	AttrPermissions AttrFlags = 0x00000004 // SSH_FILEXFER_ATTR_PERMISSIONS: Permissions
+	AttrACModTime   AttrFlags = 0x00000008 // SSH_FILEXFER_ATTR_ACMODTIME: ATime and MTime
+	AttrExtended    AttrFlags = 0x80000000 // SSH_FILEXFER_ATTR_EXTENDED: Extended
+)
+
+// Has reports whether every flag in want is set in f.
+func (f AttrFlags) Has(want AttrFlags) bool { return f&want == want }
+
+// attrFlagNames are the names String gives the flags, in order of value.
+var attrFlagNames = []struct {
+	flag AttrFlags
+	name string
+}{
+	{AttrSize, "size"}, {AttrUIDGID, "uidgid"}, {AttrPermissions, "permissions"},
+	{AttrACModTime, "acmodtime"}, {AttrExtended, "extended"},
+}
+
+// String lists the flags set, joined with "|" ("size|permissions"), with any bit
+// version 3 does not define in hexadecimal; "0" when none is set.
+func (f AttrFlags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	var b strings.Builder
+	rest := f
+	for _, n := range attrFlagNames {
+		if f.Has(n.flag) {
+			if b.Len() > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(n.name)
+			rest &^= n.flag
+		}
+	}
+	if rest != 0 {
+		if b.Len() > 0 {
+			b.WriteByte('|')
+		}
+		fmt.Fprintf(&b, "%#x", uint32(rest))
+	}
+	return b.String()
 }
 
 // ExtendedAttr is one vendor (type, data) pair of an ATTRS block; Data may be binary.
@@ -30,7 +87,7 @@ type ExtendedAttr struct {
 
 func newFileAttrs(a *sshfx.Attrs) *FileAttrs {
 	fa := &FileAttrs{
-		Flags: uint32(a.Flags), Size: a.Size, UID: a.UID, GID: a.GID,
+		Flags: AttrFlags(a.Flags), Size: a.Size, UID: a.UID, GID: a.GID,
 		Permissions: a.Permissions,
 	}
 	if a.Has(sshfx.AttrACModTime) {
@@ -179,24 +236,30 @@ func baseName(p string) string {
 }
 
 // StatVFS is the file system information from statvfs@openssh.com, as statvfs(2).
+// The fields are pkg/sftp's under longer names (its Bsize is BlockSize, Frsize
+// FragmentSize, Bfree BlocksFree, Bavail BlocksAvail, Ffree FilesFree, Favail
+// FilesAvail, Fsid FSID, Namemax NameMax).
 type StatVFS struct {
 	BlockSize    uint64 // f_bsize
 	FragmentSize uint64 // f_frsize: the unit of the block counts
-	Blocks       uint64
-	BlocksFree   uint64
-	BlocksAvail  uint64 // free for unprivileged users
-	Files        uint64
-	FilesFree    uint64
-	FilesAvail   uint64
-	FSID         uint64
-	Flag         uint64 // 1 read-only, 2 nosuid
-	NameMax      uint64
+	Blocks       uint64 // f_blocks: the size of the file system
+	BlocksFree   uint64 // f_bfree: free blocks, the ones reserved for root included
+	BlocksAvail  uint64 // f_bavail: free blocks an unprivileged user may use
+	Files        uint64 // f_files: inodes
+	FilesFree    uint64 // f_ffree
+	FilesAvail   uint64 // f_favail: free inodes for unprivileged users
+	FSID         uint64 // f_fsid
+	Flag         uint64 // f_flag: 1 read-only, 2 nosuid
+	NameMax      uint64 // f_namemax: the longest file name
 }
 
 // TotalSpace is the size of the file system in bytes.
 func (s *StatVFS) TotalSpace() uint64 { return s.FragmentSize * s.Blocks }
 
-// FreeSpace is the bytes available to unprivileged users.
+// FreeSpace is the bytes an unprivileged user can still write: the space df(1) shows
+// as available (f_bavail blocks). It is less than pkg/sftp's FreeSpace, which counted
+// every free block, the ones the file system reserves for root included (f_bfree);
+// that figure is s.FragmentSize * s.BlocksFree.
 func (s *StatVFS) FreeSpace() uint64 { return s.FragmentSize * s.BlocksAvail }
 
 func decodeStatVFS(r *response) (*StatVFS, error) {

@@ -91,11 +91,13 @@ func WithMaxInflight(n int) Option {
 
 // WithMaxPacket sets the data bytes per READ or WRITE. By default it is what the
 // server's limits@openssh.com allows (261120 on OpenSSH 8.6+), else 32768. A larger
-// value than the server allows is lowered to the server's limit.
+// value than the server allows is lowered to the server's limit. n must be 512 to
+// 16 MiB: NewClient refuses a value outside that range (pkg/sftp's MaxPacket took any
+// n from 1 up), since requests of a few bytes would cost a round trip per few bytes.
 func WithMaxPacket(n int) Option {
 	return func(o *options) error {
 		if n < minDataSize || n > 16<<20 {
-			return fmt.Errorf("sftp: WithMaxPacket(%d): want %d to %d", n, minDataSize, 16<<20)
+			return fmt.Errorf("sftp: WithMaxPacket(%d): the data bytes per request must be %d to %d", n, minDataSize, 16<<20)
 		}
 		o.maxPacket = n
 		return nil

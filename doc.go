@@ -35,12 +35,32 @@
 //   - on the server alone: Copy (copy-data), UserGroupNames (owner names);
 //   - liveness: Done and Err report that the connection died without a call.
 //
+// # Coming from pkg/sftp
+//
+// The calls keep github.com/pkg/sftp's names where they can, with a ctx first;
+// docs/migrating-from-pkg-sftp.md, in the repository, maps every one. What changes
+// without a compile error:
+//   - os.IsNotExist(err) and os.IsPermission(err) are false for this package's errors;
+//     errors.Is(err, fs.ErrNotExist) and errors.Is(err, fs.ErrPermission) work (see
+//     Errors for why);
+//   - Create opens write-only, as some servers require: reading back through its File
+//     fails at once with syscall.EBADF. OpenFile with os.O_RDWR reads and writes;
+//   - Rename replaces an existing target where the server offers
+//     posix-rename@openssh.com, as pkg/sftp's PosixRename did (its Rename sent plain
+//     RENAME, which most servers refuse then);
+//   - File.Read may return fewer bytes than len(p), and io.EOF on a call of its own;
+//     io.ReadFull fills p;
+//   - StatVFS.FreeSpace is the space an unprivileged user can still write (f_bavail),
+//     not every free block (f_bfree);
+//   - WithMaxPacket takes 512 to 16 MiB; File.Sync without fsync@openssh.com returns an
+//     error matching errors.ErrUnsupported.
+//
 // # Contexts and time bounds
 //
-// Every Client method takes a context.Context that bounds all of its waits: when ctx
-// ends, the call returns an error matching ctx.Err() promptly, even if the server
-// never answers. A handle the server opens for a call that gave up is closed in the
-// background.
+// Every Client method that sends requests, all but Close, takes a context.Context
+// that bounds all of its waits: when ctx ends, the call returns an error matching
+// ctx.Err() promptly, even if the server never answers. A handle the server opens for
+// a call that gave up is closed in the background.
 //
 // A *File or *Dir outlives the ctx of the call that opened it: Open's ctx governs only
 // the open. Its I/O (Read, Write, io.Copy through it) waits as long as the server
@@ -99,7 +119,9 @@
 //     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
 //     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
 //   - errors.ErrUnsupported for an extension the server does not offer (StatVFS, Link,
-//     LChtimes, Copy, UserGroupNames), with nothing sent.
+//     LChtimes, Copy, UserGroupNames, File.Sync), with nothing sent.
+//   - syscall.EBADF for a read of a File opened write-only (Create) or a write of one
+//     opened read-only (Open), with nothing sent, as from an *os.File.
 //   - an error matching net.ErrClosed once the channel is gone (Close, the server
 //     leaving, the SSH connection dropping); it unwraps to the cause, and Err returns it.
 //   - *ProtocolError when the server broke the protocol; the channel is closed with it,
@@ -112,6 +134,14 @@
 //
 // io.EOF is returned bare wherever callers compare it with ==. No call returns short
 // data with a nil error.
+//
+// os.IsNotExist, os.IsPermission and os.IsExist report false for these errors, and
+// err == os.ErrNotExist is false: those functions predate errors.Is, look through one
+// level of wrapping only, and recognise only the os package's own errors, as their
+// documentation says. Write errors.Is(err, fs.ErrNotExist) (os.ErrNotExist is the same
+// value), which matches this package's errors and the os package's alike. The error
+// keeps the server's *StatusError, code and message, where pkg/sftp replaced it with a
+// bare os.ErrNotExist.
 //
 // # The server is not trusted
 //

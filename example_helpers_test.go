@@ -2,80 +2,90 @@ package sftp_test
 
 import (
 	"context"
-	"fmt"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
+	"testing"
+	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sluicehq/sftp"
 	"github.com/sluicehq/sftp/internal/sshdtest"
 )
 
-// The examples run against OpenSSH's sftp-server: each starts one in a fresh
-// temporary directory (its start directory, so relative paths land there) and closes
-// it when done. Examples cannot take a *testing.T, so failures to set up panic.
+// Tests of the examples themselves: that each reads as a whole program, and that the
+// SSH set-up the examples show (which they cannot run: it needs a server) works
+// against a real OpenSSH server.
 
-const exampleServer = "/usr/lib/openssh/sftp-server"
-
-// exampleEnv is a running sftp-server over pipes and a Client on it.
-type exampleEnv struct {
-	dir string // the server's start directory, on this machine
-	cmd *exec.Cmd
-	c   *sftp.Client
-}
-
-// exampleClient starts sftp-server in a new temporary directory and returns a Client
-// on it, as ExampleNewClientPipe shows, and a function that closes both.
-func exampleClient() (*sftp.Client, func()) {
-	e := startExample()
-	return e.c, e.close
-}
-
-func startExample() *exampleEnv {
-	dir, err := os.MkdirTemp("", "sluice-example-")
-	must(err)
-	cmd := exec.Command(exampleServer, "-e", "-d", dir)
-	w, err := cmd.StdinPipe()
-	must(err)
-	r, err := cmd.StdoutPipe()
-	must(err)
-	must(cmd.Start())
-	c, err := sftp.NewClientPipe(context.Background(), r, w)
-	must(err)
-	return &exampleEnv{dir: dir, cmd: cmd, c: c}
-}
-
-func (e *exampleEnv) close() {
-	e.c.Close()
-	e.cmd.Wait()
-	os.RemoveAll(e.dir)
-}
-
-// exampleLocal makes a local directory for an example and returns its name and a
-// cleanup.
-func exampleLocal() (string, func()) {
-	dir, err := os.MkdirTemp("", "sluice-example-local-")
-	must(err)
-	return dir, func() { os.RemoveAll(dir) }
-}
-
-func writeExampleFile(name, data string) {
-	must(os.MkdirAll(filepath.Dir(name), 0o755))
-	must(os.WriteFile(name, []byte(data), 0o644))
-}
-
-// exampleSSHD starts a private sshd on 127.0.0.1 for ExampleNewClient and returns
-// its address, a client configuration that trusts it, and a cleanup.
-func exampleSSHD() (string, *ssh.ClientConfig, func()) {
-	s, err := sshdtest.StartSSHD(sshdtest.SSHDOptions{})
-	must(err)
-	return s.Addr, s.ClientConfig(), func() { s.Close() }
-}
-
-func must(err error) {
-	if err != nil {
-		panic(fmt.Sprintf("example setup: %v", err))
+// Every example must be a program a reader can copy from the documentation as shown:
+// go/doc (and so pkg.go.dev) renders an example as a whole program, with the helpers
+// it calls, only when everything it uses is declared in its own file or imported.
+// An example calling a helper from another file is shown as a bare body that does not
+// compile.
+func TestExamplesArePlayable(t *testing.T) {
+	names, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		// The package clause first: most test files are the internal package's.
+		f, err := parser.ParseFile(fset, name, nil, parser.PackageClauseOnly)
+		require.NoError(t, err)
+		if f.Name.Name != "sftp_test" {
+			continue
+		}
+		f, err = parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		files = append(files, f)
 	}
+	examples := doc.Examples(files...)
+	require.NotEmpty(t, examples)
+	for _, ex := range examples {
+		require.NotNil(t, ex.Play, "Example%s cannot be shown as a whole program: it uses a name declared in another file", exampleName(ex))
+	}
+}
+
+func exampleName(ex *doc.Example) string {
+	if ex.Suffix == "" {
+		return ex.Name
+	}
+	return strings.TrimSuffix(ex.Name, "_"+ex.Suffix) + "_" + ex.Suffix
+}
+
+// ExampleNewClient's set-up, run against a private sshd: sshConfig's key login and
+// host key check, ssh.Dial, sftp.NewClient and a call. And the host key check holds:
+// a known_hosts that lists another key for the address refuses the server.
+func TestExampleSSHConfig(t *testing.T) {
+	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{}) // skips where sshd cannot run (not root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	config, err := sshConfig(s.User, s.KeyFile, s.KnownHostsFile)
+	require.NoError(t, err)
+	conn, err := ssh.Dial("tcp", s.Addr, config)
+	require.NoError(t, err)
+	defer conn.Close()
+	c, err := sftp.NewClient(ctx, conn)
+	require.NoError(t, err)
+	defer c.Close()
+	wd, err := c.Getwd(ctx)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(wd, "/"), "the start directory %q", wd)
+
+	other := s.Signer.PublicKey() // the client's key: any key but the host's
+	wrong := filepath.Join(t.TempDir(), "known_hosts")
+	line := knownhosts.Line([]string{s.Addr}, other) + "\n"
+	require.NoError(t, os.WriteFile(wrong, []byte(line), 0o600))
+	config, err = sshConfig(s.User, s.KeyFile, wrong)
+	require.NoError(t, err)
+	_, err = ssh.Dial("tcp", s.Addr, config)
+	var keyErr *knownhosts.KeyError
+	require.ErrorAs(t, err, &keyErr, "a host key known_hosts does not list is refused")
 }

@@ -13,64 +13,103 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluicehq/sftp"
 )
 
-// Connect over SSH: dial with golang.org/x/crypto/ssh, then start SFTP on the
-// connection. The Client does not own the SSH connection; close both.
-func ExampleNewClient() {
-	addr, config, stop := exampleSSHD() // a private sshd; use your own host and config
-	defer stop()
-	ctx := context.Background()
+// The examples in this file run against OpenSSH's sftp-server started on this machine
+// (startLocalServer, below), so that each is a whole program that runs anywhere
+// OpenSSH is installed; the test suite runs them and checks their output. To talk to a
+// remote server, dial it with ssh.Dial and call sftp.NewClient: see NewClient's
+// example (example_ssh_test.go).
 
-	conn, err := ssh.Dial("tcp", addr, config)
+// startLocalServer runs OpenSSH's sftp-server on this machine over pipes, serving a
+// new temporary directory (its start directory, where relative names land). It
+// returns a Client on it, and stop, which closes the Client, waits for the server to
+// exit and removes the directory.
+func startLocalServer(ctx context.Context) (c *sftp.Client, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "sftp-example-")
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
-	defer conn.Close()
-	c, err := sftp.NewClient(ctx, conn)
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	server := exec.Command(sftpServerPath(), "-d", dir)
+	w, err := server.StdinPipe()
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
-	defer c.Close()
-
-	fi, err := c.Stat(ctx, "/")
+	r, err := server.StdoutPipe()
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
-	fmt.Println(fi.IsDir())
-	// Output: true
+	if err := server.Start(); err != nil {
+		return nil, nil, err
+	}
+	c, err = sftp.NewClientPipe(ctx, r, w)
+	if err != nil {
+		w.Close() // the server exits at the end of its input
+		server.Wait()
+		return nil, nil, err
+	}
+	stop = func() {
+		c.Close() // closes the server's input: it exits
+		server.Wait()
+		os.RemoveAll(dir)
+	}
+	return c, stop, nil
 }
 
-// Speak SFTP over any pair of pipes: here to OpenSSH's sftp-server run locally.
-func ExampleNewClientPipe() {
-	dir, cleanup := exampleLocal()
-	defer cleanup()
-	cmd := exec.Command("/usr/lib/openssh/sftp-server", "-d", dir)
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		log.Fatal(err)
+// sftpServerPath is where OpenSSH's sftp-server is installed: Debian's path, then
+// Fedora's and others'.
+func sftpServerPath() string {
+	for _, p := range []string{
+		"/usr/lib/openssh/sftp-server",
+		"/usr/libexec/openssh/sftp-server",
+		"/usr/libexec/sftp-server",
+		"/usr/lib/ssh/sftp-server",
+	} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
-	r, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	defer cmd.Wait() // the server exits once Close closes its stdin
+	return "sftp-server" // looked up in $PATH
+}
 
-	c, err := sftp.NewClientPipe(context.Background(), r, w)
+// Speak SFTP over any pair of pipes: here to OpenSSH's sftp-server run on this
+// machine, serving a temporary directory.
+func ExampleNewClientPipe() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "sftp-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	server := exec.Command(sftpServerPath(), "-d", dir)
+	w, err := server.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := server.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := server.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer server.Wait() // the server exits once Close closes its input
+
+	c, err := sftp.NewClientPipe(ctx, r, w)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	wd, err := c.Getwd(context.Background())
+	wd, err := c.Getwd(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,104 +117,14 @@ func ExampleNewClientPipe() {
 	// Output: true
 }
 
-// Stripe a pipe Client, the way programs that run `ssh host -s sftp` start SFTP:
-// WithPipeOpener starts another ssh process for each extra lane, so a large transfer
-// on a long link moves over several SSH connections at once. The opener may be
-// called from several goroutines at once.
-func ExampleWithPipeOpener() {
-	ctx := context.Background()
-	var mu sync.Mutex
-	var procs []*exec.Cmd
-	sshSFTP := func(ctx context.Context) (io.Reader, io.WriteCloser, error) {
-		// ctx only bounds the start: the process must outlive it.
-		cmd := exec.Command("ssh", "-s", "user@host.example", "sftp")
-		w, err := cmd.StdinPipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := cmd.StdoutPipe()
-		if err != nil {
-			w.Close()
-			return nil, nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, nil, err
-		}
-		mu.Lock()
-		procs = append(procs, cmd)
-		mu.Unlock()
-		return r, w, nil
-	}
-	// Reap the processes once the Client has closed their pipes (deferred first,
-	// so it runs after Close).
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, cmd := range procs {
-			cmd.Wait()
-		}
-	}()
-
-	r, w, err := sshSFTP(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	c, err := sftp.NewClientPipe(ctx, r, w, sftp.WithPipeOpener(sshSFTP))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Get(ctx, "big.iso", "big.iso"); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// Let a Client dial more SSH connections to the same server: for servers that allow
-// few sessions per connection, and to spread a large transfer's lanes so that
-// encryption runs on several cores at both ends. The Client closes the connections
-// it dialled; the one given to NewClient stays the caller's.
-func ExampleWithDialer() {
-	ctx := context.Background()
-	config := &ssh.ClientConfig{ /* user, auth, host key check */ }
-	dial := func(ctx context.Context) (*ssh.Client, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", "host.example:22")
-		if err != nil {
-			return nil, err
-		}
-		// The handshake takes no context: end it when ctx ends.
-		stop := context.AfterFunc(ctx, func() { nc.Close() })
-		conn, chans, reqs, err := ssh.NewClientConn(nc, "host.example:22", config)
-		if !stop() && err == nil { // ctx ended just as the handshake did
-			conn.Close()
-			err = ctx.Err()
-		}
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
-		return ssh.NewClient(conn, chans, reqs), nil
-	}
-	conn, err := dial(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer conn.Close()
-	c, err := sftp.NewClient(ctx, conn, sftp.WithDialer(dial), sftp.WithChannels(16))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Put(ctx, "big.iso", "big.iso"); err != nil {
-		log.Fatal(err)
-	}
-}
-
 // Upload with io.Copy: File.ReadFrom keeps many WRITEs in flight.
 func ExampleClient_Create() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 
 	f, err := c.Create(ctx, "hello.txt")
 	if err != nil {
@@ -196,9 +145,12 @@ func ExampleClient_Create() {
 
 // Download with io.Copy: File.WriteTo keeps many READs in flight.
 func ExampleClient_Open() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 	if err := c.WriteFile(ctx, "hello.txt", []byte("hello, world\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -214,18 +166,101 @@ func ExampleClient_Open() {
 	// Output: hello, world
 }
 
+// Write a file and read it back through the same File. Create opens write-only
+// (some servers refuse read-write opens), so reading through it fails at once with
+// an error matching syscall.EBADF, as with an *os.File opened os.O_WRONLY; open with
+// os.O_RDWR to do both.
+func ExampleClient_OpenFile() {
+	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+
+	f, err := c.Create(ctx, "notes.txt")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = io.ReadAll(f)
+	fmt.Println(errors.Is(err, syscall.EBADF))
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	f, err = c.OpenFile(ctx, "notes.txt", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("read me back\n"); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := io.Copy(os.Stdout, f); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// true
+	// read me back
+}
+
+// Read may return fewer bytes than asked for, as io.Reader allows (pkg/sftp's Read
+// filled the buffer): io.ReadFull fills it.
+func ExampleFile_Read() {
+	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	if err := c.WriteFile(ctx, "big", make([]byte, 4<<20), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	f, err := c.Open(ctx, "big")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	n, err := f.Read(buf) // one READ reply's worth at most
+	fmt.Println(n < len(buf), err)
+	n, err = io.ReadFull(f, buf)
+	fmt.Println(n == len(buf), err)
+	// Output:
+	// true <nil>
+	// true <nil>
+}
+
 // Copy a whole tree up and back down: Put and Get with Recursive move many files at
 // once, and each file lands whole or not at all.
 func ExampleClient_Put() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
-	local, cleanup := exampleLocal()
-	defer cleanup()
-	writeExampleFile(filepath.Join(local, "site", "index.html"), "<h1>hi</h1>\n")
-	writeExampleFile(filepath.Join(local, "site", "css", "main.css"), "h1 {}\n")
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	local, err := os.MkdirTemp("", "sftp-example-local-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(local)
+	site := filepath.Join(local, "site")
+	if err := os.MkdirAll(filepath.Join(site, "css"), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(site, "index.html"), []byte("<h1>hi</h1>\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(site, "css", "main.css"), []byte("h1 {}\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
 
-	if err := c.Put(ctx, filepath.Join(local, "site"), "site", sftp.Recursive()); err != nil {
+	if err := c.Put(ctx, site, "site", sftp.Recursive()); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Get(ctx, "site", filepath.Join(local, "copy"), sftp.Recursive()); err != nil {
@@ -241,9 +276,12 @@ func ExampleClient_Put() {
 
 // Walk a remote tree in lexical order; fs.SkipDir prunes a directory.
 func ExampleClient_WalkDir() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 	for _, name := range []string{"src/a.go", "src/b.go", "src/.git/HEAD", "README"} {
 		if err := c.MkdirAll(ctx, filepath.Dir(name), 0o755); err != nil {
 			log.Fatal(err)
@@ -253,7 +291,7 @@ func ExampleClient_WalkDir() {
 		}
 	}
 
-	err := c.WalkDir(ctx, ".", func(p string, d fs.DirEntry, err error) error {
+	err = c.WalkDir(ctx, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -276,11 +314,16 @@ func ExampleClient_WalkDir() {
 
 // Match remote names with path.Match patterns.
 func ExampleClient_Glob() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	if err := c.Mkdir(ctx, "logs", 0o755); err != nil {
+		log.Fatal(err)
+	}
 	for _, name := range []string{"logs/2024-01.log", "logs/2024-02.log", "logs/2025-01.log", "logs/notes.txt"} {
-		c.MkdirAll(ctx, "logs", 0o755)
 		if err := c.WriteFile(ctx, name, nil, 0o644); err != nil {
 			log.Fatal(err)
 		}
@@ -295,20 +338,28 @@ func ExampleClient_Glob() {
 }
 
 // Branch on errors with errors.Is: the client maps what the server says onto the
-// standard errors where it can.
+// standard errors where it can. os.IsNotExist and os.IsPermission do not work here:
+// they predate errors.Is and recognise only the os package's own errors.
 func Example_errors() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 
-	_, err := c.Stat(ctx, "missing")
-	fmt.Println(errors.Is(err, fs.ErrNotExist))
+	_, err = c.Stat(ctx, "missing")
+	fmt.Println(errors.Is(err, fs.ErrNotExist), os.IsNotExist(err))
 
-	c.Mkdir(ctx, "d", 0o755)
+	if err := c.Mkdir(ctx, "d", 0o755); err != nil {
+		log.Fatal(err)
+	}
 	err = c.Mkdir(ctx, "d", 0o755)
 	fmt.Println(errors.Is(err, fs.ErrExist))
 
-	c.WriteFile(ctx, "d/f", nil, 0o644)
+	if err := c.WriteFile(ctx, "d/f", nil, 0o644); err != nil {
+		log.Fatal(err)
+	}
 	err = c.Remove(ctx, "d")
 	fmt.Println(errors.Is(err, syscall.ENOTEMPTY))
 
@@ -322,7 +373,7 @@ func Example_errors() {
 	<-c.Done()
 	fmt.Println(errors.Is(err, net.ErrClosed))
 	// Output:
-	// true
+	// true false
 	// true
 	// true
 	// true FAILURE
@@ -332,14 +383,17 @@ func Example_errors() {
 // Copy a file inside the server (copy-data): no data crosses the network. Where the
 // server lacks the extension, fall back to moving the data through the client.
 func ExampleClient_Copy() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 	if err := c.WriteFile(ctx, "a.txt", []byte("some data\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
 
-	err := c.Copy(ctx, "a.txt", "b.txt")
+	err = c.Copy(ctx, "a.txt", "b.txt")
 	if errors.Is(err, errors.ErrUnsupported) {
 		err = copyThroughClient(ctx, c, "a.txt", "b.txt")
 	}
@@ -354,6 +408,8 @@ func ExampleClient_Copy() {
 	// Output: some data
 }
 
+// copyThroughClient copies the remote file src to dst by reading it down and writing
+// it back up, with many requests in flight each way.
 func copyThroughClient(ctx context.Context, c *sftp.Client, src, dst string) error {
 	in, err := c.Open(ctx, src)
 	if err != nil {
@@ -373,11 +429,16 @@ func copyThroughClient(ctx context.Context, c *sftp.Client, src, dst string) err
 
 // List a directory of any size a page at a time.
 func ExampleClient_DirEntries() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
 	for i := range 3 {
-		c.WriteFile(ctx, fmt.Sprintf("f%d", i), bytes.Repeat([]byte("x"), i), 0o644)
+		if err := c.WriteFile(ctx, fmt.Sprintf("f%d", i), bytes.Repeat([]byte("x"), i), 0o644); err != nil {
+			log.Fatal(err)
+		}
 	}
 
 	var total int64
@@ -385,7 +446,10 @@ func ExampleClient_DirEntries() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		info, _ := de.Info() // from the listing itself: no request
+		info, err := de.Info() // from the listing itself: no request
+		if err != nil {
+			log.Fatal(err)
+		}
 		total += info.Size()
 	}
 	fmt.Println(total, "bytes")
@@ -394,11 +458,18 @@ func ExampleClient_DirEntries() {
 
 // Read a remote tree through io/fs, rooted at any remote directory.
 func ExampleClient_DirFS() {
-	c, done := exampleClient()
-	defer done()
 	ctx := context.Background()
-	c.MkdirAll(ctx, "srv/www", 0o755)
-	c.WriteFile(ctx, "srv/www/index.html", []byte("<h1>hi</h1>\n"), 0o644)
+	c, stop, err := startLocalServer(ctx) // or ssh.Dial and sftp.NewClient
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	if err := c.MkdirAll(ctx, "srv/www", 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.WriteFile(ctx, "srv/www/index.html", []byte("<h1>hi</h1>\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
 	root, err := c.RealPath(ctx, "srv")
 	if err != nil {
 		log.Fatal(err)

@@ -24,6 +24,10 @@ type File struct {
 	name   string
 	handle string
 	append bool // opened with O_APPEND: the server ignores offsets, so never striped
+	// access is what the File was opened for, os.O_RDONLY, os.O_WRONLY or os.O_RDWR:
+	// a read of a File opened write-only, or a write of one opened read-only, fails
+	// at once (checkAccess) rather than asking the server.
+	access int
 	// share, when > 1, is how many transfers run side by side with this one (a tree
 	// copy): each then keeps a share of the window, so memory stays bounded by a few
 	// windows however many files are in flight.
@@ -61,14 +65,26 @@ func (c *Client) Open(ctx context.Context, name string) (*File, error) {
 }
 
 // Create creates or truncates the named file for writing (mode 0666 before the server's
-// umask). It opens WRITE|CREAT|TRUNC without READ, because some servers refuse
-// read-write opens where write-only would do.
+// umask). It opens the file write-only (os.O_WRONLY|os.O_CREATE|os.O_TRUNC: WRITE,
+// CREAT and TRUNC, without READ), because some servers (AWS Transfer) refuse
+// read-write opens where write-only would do. So, unlike pkg/sftp's Create (and
+// os.Create), the File cannot be read back: Read, ReadAt and WriteTo fail at once,
+// with no request sent, with an error matching syscall.EBADF ("bad file descriptor",
+// what os.File says for a read of a write-only file). To write and read through one
+// File, open it with OpenFile(ctx, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666).
 func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 	return c.OpenFile(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
 }
 
 // OpenFile opens the named file with os.O_* flags; perm is used when the file is
 // created. As with Open, ctx bounds only the open.
+//
+// The File keeps what it was opened for, as an *os.File does: on a File opened
+// os.O_WRONLY, Read, ReadAt and WriteTo fail at once with an error matching
+// syscall.EBADF; on one opened os.O_RDONLY, so do Write, WriteAt, WriteString and
+// ReadFrom. No request is sent for them. Attribute changes (Truncate, Chmod, Chown,
+// Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
+// does for ftruncate and fchmod.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see controllane.go
 	if err != nil {
@@ -120,6 +136,7 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 	}
 	f := c.newFile(cn, name, h)
 	f.append = flag&os.O_APPEND != 0
+	f.access = flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	if truncAfter {
 		if err := f.setstat(&sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
 			f.Close()
@@ -143,6 +160,31 @@ func (f *File) err(op string, err error) error { return pathErr(op, f.name, f.li
 
 // closedErr is what a File's methods return after Close.
 func (f *File) closedErr(op string) error { return f.err(op, fs.ErrClosed) }
+
+// errNotForReading and errNotForWriting are what a read of a File opened write-only,
+// and a write of one opened read-only, fail with: syscall.EBADF, as from an *os.File
+// (pkg/sftp sent the request and returned the server's answer, which for a read of a
+// write-only handle is NO_SUCH_FILE on OpenSSH: a misleading "file does not exist").
+var (
+	errNotForReading = fmt.Errorf("%w: the file was opened write-only (Create opens write-only; OpenFile with os.O_RDWR to read it too)", syscall.EBADF)
+	errNotForWriting = fmt.Errorf("%w: the file was opened read-only (Open opens read-only; OpenFile with os.O_WRONLY or os.O_RDWR to write)", syscall.EBADF)
+)
+
+// checkAccess returns the error of op, a read (write false) or a write, on this File
+// before anything is sent: fs.ErrClosed (or the deadline's error) once the File's
+// life has ended, then EBADF when it was not opened for op, else nil.
+func (f *File) checkAccess(op string, write bool) error {
+	if f.ctx.Err() != nil {
+		return f.closedErr(op)
+	}
+	switch {
+	case write && f.access == os.O_RDONLY:
+		return f.err(op, errNotForWriting)
+	case !write && f.access == os.O_WRONLY:
+		return f.err(op, errNotForReading)
+	}
+	return nil
+}
 
 // waitErr turns the error of a wait that ended because the File was closed into
 // fs.ErrClosed, the error os.File gives.
@@ -243,6 +285,13 @@ func (f *File) setstat(a *sshfx.Attrs) error {
 }
 
 // Sync asks the server to flush the file to stable storage (fsync@openssh.com).
+// Where the server does not offer fsync@openssh.com (paramiko's, for one, does not),
+// Sync sends nothing and returns an error matching errors.ErrUnsupported: a caller
+// for whom durability is best effort can go on after checking errors.Is(err,
+// errors.ErrUnsupported). Whether the server offers it is also known before any
+// Sync, from the VERSION it sent:
+//
+//	canSync := c.Extensions()["fsync@openssh.com"] == "1"
 func (f *File) Sync() error {
 	if !f.c.hasExt(extFsync) {
 		return f.err("sync", errUnsupportedExt(extFsync))
@@ -268,7 +317,7 @@ func (f *File) Chmod(mode fs.FileMode) error {
 	return f.err("chmod", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
 }
 
-// Chown changes the numeric uid and gid of the file.
+// Chown changes the numeric uid and gid of the file; -1 is refused, as by Client.Chown.
 func (f *File) Chown(uid, gid int) error {
 	a, err := ownerAttrs(uid, gid)
 	if err != nil {
@@ -325,9 +374,17 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 // Read reads up to len(p) bytes at the file offset. Sequential Reads are served from
 // a read-ahead window that grows while reading stays sequential, so small reads (a
 // bufio.Reader, io.ReadAll) run at transfer speed.
+//
+// As the io.Reader contract allows, Read may return fewer bytes than len(p) (at most
+// one READ reply's worth, Limits().MaxRead) with a nil error, and it reports the end
+// of the file as 0, io.EOF on the call after the last data. pkg/sftp's Read filled p
+// whenever the file held enough, and could return the last bytes with io.EOF; code
+// that relied on a full p should call io.ReadFull, or ReadAt, which fills p or says
+// why not. To read a whole file, io.ReadAll, File.WriteTo (io.Copy) and
+// Client.ReadFile are the fast ways.
 func (f *File) Read(p []byte) (int, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("read")
+	if err := f.checkAccess("read", false); err != nil {
+		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -359,8 +416,8 @@ func (f *File) dropReadAhead() {
 // ReadAt reads len(p) bytes at off with many requests in flight. It returns fewer only
 // with an error, io.EOF when the file ends first.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("read")
+	if err := f.checkAccess("readat", false); err != nil {
+		return 0, err
 	}
 	if off < 0 {
 		return 0, f.err("readat", syscall.EINVAL)
@@ -393,8 +450,8 @@ func (r readerFunc) Read(p []byte) (int, error) { return r(p) }
 // Write writes p at the file offset (at the end for files opened with O_APPEND) with
 // many requests in flight.
 func (f *File) Write(p []byte) (int, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("write")
+	if err := f.checkAccess("write", true); err != nil {
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -410,8 +467,8 @@ func (f *File) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
 // WriteAt writes p at off with many requests in flight. On error, n counts the bytes
 // from off that the server acknowledged before the first failed WRITE.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("write")
+	if err := f.checkAccess("writeat", true); err != nil {
+		return 0, err
 	}
 	if off < 0 {
 		return 0, f.err("writeat", syscall.EINVAL)
@@ -462,8 +519,8 @@ func (f *File) writeOne(p []byte, off int64) (int, error) {
 // parallel, and r is left positioned after what was written. On error, n counts the
 // bytes the server acknowledged, all of them before the first failed WRITE.
 func (f *File) ReadFrom(r io.Reader) (int64, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("readfrom")
+	if err := f.checkAccess("readfrom", true); err != nil {
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -480,8 +537,8 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 // arrives, and w is left positioned after what was written; on error, n is what was
 // written in one run from w's position, and pieces past it may have been written too.
 func (f *File) WriteTo(w io.Writer) (int64, error) {
-	if f.ctx.Err() != nil {
-		return 0, f.closedErr("writeto")
+	if err := f.checkAccess("writeto", false); err != nil {
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -693,19 +693,19 @@ func remoteAttrs(fi fs.FileInfo) *FileAttrs {
 
 // remoteSize is the size the server sent, or -1 when it sent none.
 func remoteSize(fi fs.FileInfo) int64 {
-	if remoteAttrs(fi).Flags&uint32(sshfx.AttrSize) == 0 {
+	if !remoteAttrs(fi).Flags.Has(AttrSize) {
 		return -1
 	}
 	return fi.Size()
 }
 
 func remoteHasPerm(fi fs.FileInfo) bool {
-	return remoteAttrs(fi).Flags&uint32(sshfx.AttrPermissions) != 0
+	return remoteAttrs(fi).Flags.Has(AttrPermissions)
 }
 
 func remoteTimes(fi fs.FileInfo) (atime, mtime time.Time, ok bool) {
 	a := remoteAttrs(fi)
-	return a.ATime, a.MTime, a.Flags&uint32(sshfx.AttrACModTime) != 0
+	return a.ATime, a.MTime, a.Flags.Has(AttrACModTime)
 }
 
 // localAtime digs the access time out of a local FileInfo. The field is Atim on Linux

@@ -69,7 +69,7 @@ func TestIntegrationStatLstat(t *testing.T) {
 	st := localStat(t, f)
 	fa, ok := fi.Sys().(*FileAttrs)
 	require.True(t, ok, "Sys() is %T, want *FileAttrs", fi.Sys())
-	require.Equal(t, uint32(0xf), fa.Flags, "OpenSSH sends size, uid/gid, permissions and times")
+	require.Equal(t, AttrSize|AttrUIDGID|AttrPermissions|AttrACModTime, fa.Flags, "OpenSSH sends size, uid/gid, permissions and times")
 	require.Equal(t, st.Uid, fa.UID)
 	require.Equal(t, st.Gid, fa.GID)
 	require.Equal(t, uint64(5), fa.Size)

@@ -403,6 +403,7 @@ func (ps *pipeServers) requireSpread(t *testing.T, name string, total int64, upl
 // A pipe Client with a pipe opener stripes: each lane is another sftp-server process,
 // and the transfers come out whole. Close closes every pipe (the servers exit).
 func TestPipeOpenerStripes(t *testing.T) {
+	skipUnlessFDsReadable(t)
 	dir := shmDir(t)
 	ps := newPipeServers(t, dir, t.TempDir())
 	ctx := testCtx(t)

@@ -332,27 +332,39 @@ func decodeVersion(body []byte) (map[string]string, error) {
 	return exts, nil
 }
 
-// StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8).
+// StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8). Its String is
+// the draft's name ("NO_SUCH_FILE"). Prefer errors.Is with the standard errors a
+// *StatusError matches (fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported) to
+// comparing codes: see StatusError.Is.
 type StatusCode uint32
 
-// Status codes of SFTP version 3.
+// Status codes of SFTP version 3 (draft-ietf-secsh-filexfer-02, section 7: the
+// SSH_FX_* values); pkg/sftp's ErrSSHFx* constants carry the same numbers.
 const (
-	StatusOK               = StatusCode(sshfx.StatusOK)
-	StatusEOF              = StatusCode(sshfx.StatusEOF)
-	StatusNoSuchFile       = StatusCode(sshfx.StatusNoSuchFile)
-	StatusPermissionDenied = StatusCode(sshfx.StatusPermissionDenied)
-	StatusFailure          = StatusCode(sshfx.StatusFailure)
-	StatusBadMessage       = StatusCode(sshfx.StatusBadMessage)
-	StatusNoConnection     = StatusCode(sshfx.StatusNoConnection)
-	StatusConnectionLost   = StatusCode(sshfx.StatusConnectionLost)
-	StatusOpUnsupported    = StatusCode(sshfx.StatusOpUnsupported)
+	StatusOK               StatusCode = 0 // SSH_FX_OK
+	StatusEOF              StatusCode = 1 // SSH_FX_EOF
+	StatusNoSuchFile       StatusCode = 2 // SSH_FX_NO_SUCH_FILE
+	StatusPermissionDenied StatusCode = 3 // SSH_FX_PERMISSION_DENIED
+	StatusFailure          StatusCode = 4 // SSH_FX_FAILURE
+	StatusBadMessage       StatusCode = 5 // SSH_FX_BAD_MESSAGE
+	StatusNoConnection     StatusCode = 6 // SSH_FX_NO_CONNECTION
+	StatusConnectionLost   StatusCode = 7 // SSH_FX_CONNECTION_LOST
+	StatusOpUnsupported    StatusCode = 8 // SSH_FX_OP_UNSUPPORTED
 )
 
+// String returns the draft's name of the code ("NO_SUCH_FILE"), or "Status(n)" for a
+// code SFTP v3 does not define.
 func (c StatusCode) String() string { return sshfx.Status(c).String() }
 
 // StatusError is a failure the server reported with a STATUS reply. Decide on Code
 // (through errors.Is where possible), never on Message: servers word the same failure
 // differently.
+//
+// os.IsNotExist and os.IsPermission report false for it, and for every error of this
+// package: they predate errors.Is and recognise only the os package's own errors.
+// Write errors.Is(err, fs.ErrNotExist) and errors.Is(err, fs.ErrPermission), which
+// work here and on os errors alike. (pkg/sftp returned the bare os.ErrNotExist, so
+// os.IsNotExist and == worked there.)
 type StatusError struct {
 	Code    StatusCode
 	Message string // for people; may be empty

@@ -233,8 +233,13 @@ func (c *Client) removeAll(ctx context.Context, name string, bound walkBound) er
 }
 
 // Rename renames oldname to newname, replacing newname where the server allows it
-// (posix-rename@openssh.com). Without that extension plain RENAME is used, which on
-// most servers fails when newname exists.
+// (posix-rename@openssh.com), like os.Rename. Without that extension plain RENAME is
+// used, which on most servers fails when newname exists.
+//
+// pkg/sftp's Rename always sent plain RENAME, so on OpenSSH it refused to replace an
+// existing newname; its PosixRename is this Rename. Code that relied on the refusal
+// not to overwrite can Link oldname to newname (hardlink@openssh.com), which fails
+// when newname exists, and then Remove oldname.
 func (c *Client) Rename(ctx context.Context, oldname, newname string) error {
 	var err error
 	if c.hasExt(extPosixRename) {
@@ -261,7 +266,9 @@ func (c *Client) Chmod(ctx context.Context, name string, mode fs.FileMode) error
 	return c.setstat(ctx, "chmod", name, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)})
 }
 
-// Chown changes the numeric uid and gid of the named file.
+// Chown changes the numeric uid and gid of the named file. Unlike os.Chown, a uid or
+// gid of -1 does not mean "leave it unchanged": SFTP v3 has no such value, so -1 is
+// refused with an error matching syscall.EINVAL. Stat the file to pass the id to keep.
 func (c *Client) Chown(ctx context.Context, name string, uid, gid int) error {
 	a, err := ownerAttrs(uid, gid)
 	if err != nil {
@@ -319,7 +326,8 @@ func (c *Client) Readlink(ctx context.Context, name string) (string, error) {
 // Symlink creates newname as a symbolic link to oldname, like os.Symlink. OpenSSH's
 // server takes the two paths in the reverse of the draft's order, and nearly every
 // server followed it; a server that uses the draft's order says so with
-// symlink-order@rjk.greenend.org.uk, except asyncssh's (see asyncsshDraftSymlink).
+// symlink-order@rjk.greenend.org.uk, except asyncssh's: over SSH the client knows it
+// by its version string and uses the draft's order; over a pipe it cannot tell.
 func (c *Client) Symlink(ctx context.Context, oldname, newname string) error {
 	first, second := oldname, newname
 	if c.exts[extSymlinkOrder] == "linkpath-targetpath" || c.draftSymlink {

@@ -172,13 +172,27 @@ func (e *stripeEnv) serverHandles(name string) int {
 	return openFDs(pids, name)
 }
 
+// skipUnlessFDsReadable skips a test that counts sftp-server's handles where it cannot:
+// sftp-server makes itself non-dumpable (prctl PR_SET_DUMPABLE, 0), which leaves its
+// /proc/PID/fd to root alone, even for the user who started it.
+func skipUnlessFDsReadable(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("skipping: counting sftp-server's open handles reads its /proc/PID/fd, which only root may (sftp-server is non-dumpable); euid %d", os.Geteuid())
+	}
+}
+
 // openFDs counts the descriptors the processes pids hold on name: one per handle an
-// sftp-server has open on it.
+// sftp-server has open on it. It is -1 when a live process's descriptors cannot be
+// read (see skipUnlessFDsReadable), so that no count can pass by accident.
 func openFDs(pids []int, name string) int {
 	n := 0
 	for _, pid := range pids {
 		dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
-		fds, _ := os.ReadDir(dir)
+		fds, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return -1
+		}
 		for _, fd := range fds {
 			if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == name {
 				n++
@@ -202,6 +216,9 @@ func pollHandles(handles func(name string) int, name string, want int) error {
 		got := handles(name)
 		if got == want {
 			return nil
+		}
+		if got < 0 {
+			return fmt.Errorf("cannot read the servers' /proc/PID/fd to count handles on %s", name)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the servers hold %d handles on %s after %v, want %d", got, name, testTimeout, want)

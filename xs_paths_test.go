@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,7 +69,7 @@ func xsPathScenarios() []xsScenario {
 	}
 	// statDisk: the attributes of the local file, with flags; lstatFollows when
 	// LSTAT of a symlink reports its target, as STAT does.
-	statDisk := func(flags uint32, lstatFollows bool) xsOutcome[stats] {
+	statDisk := func(flags AttrFlags, lstatFollows bool) xsOutcome[stats] {
 		return func(e *xsEnv, got stats) {
 			fa := statCommon(e, got)
 			st := localStat(e, e.local("f"))
@@ -126,10 +125,10 @@ func xsPathScenarios() []xsScenario {
 		}, xsExpect[stats]{
 			xsOnDisk: statDisk(0xf, false),
 			// ProFTPD adds extended attributes, and its LSTAT follows the link.
-			xsProFTPD: statDisk(0xf|uint32(sshfx.AttrExtended), true),
+			xsProFTPD: statDisk(0xf|AttrExtended, true),
 			xsOnVFS: func(e *xsEnv, got stats) {
 				fa := statCommon(e, got)
-				require.Equal(e, uint32(0xd), fa.Flags, "no uid/gid")
+				require.Equal(e, AttrSize|AttrPermissions|AttrACModTime, fa.Flags, "no uid/gid")
 				require.Zero(e, fa.UID)
 				require.Zero(e, fa.GID)
 				// The type bits are there, the permissions are the VFS's, not the file's.
