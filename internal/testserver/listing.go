@@ -8,7 +8,13 @@ type ListEntry struct {
 	Name string
 	Mode uint32
 	Size uint64
+	// Extended, when not nil, is sent as the entry's extended pairs, with the
+	// EXTENDED flag (even for an empty non-nil slice).
+	Extended []ExtendedPair
 }
+
+// ExtendedPair is one (type, data) pair of an ATTRS block's extended data.
+type ExtendedPair struct{ Type, Data string }
 
 // Lister serves the READDIRs of one synthetic directory handle. page counts the
 // handle's READDIRs from 0. It returns the entries of that page (sent in one NAME,
