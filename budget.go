@@ -156,12 +156,16 @@ const (
 const pageInflation = 17
 
 // heapBytes is an upper bound of the heap an object of n bytes takes: the allocator
-// rounds small objects up to a size class (at most about a fifth more, or to a 16-byte
-// tiny block) and large ones to whole 8 KiB pages (a quarter more at most, just past
-// 32 KiB). Empty strings take nothing.
+// rounds a small object up to its size class (less than a fifth more, or a 16-byte
+// tiny block; a quarter is counted, so the bound holds if the classes change) and a
+// large one, past 32 KiB, to whole 8 KiB pages. Empty strings take nothing.
 func heapBytes(n int) int64 {
-	if n <= 0 {
+	const maxSmall, page = 32 << 10, 8 << 10
+	switch {
+	case n <= 0:
 		return 0
+	case n > maxSmall:
+		return int64(n+page-1) &^ (page - 1)
 	}
 	return int64(n) + int64(n)/4 + 16
 }
