@@ -282,3 +282,49 @@ func TestGlobBoundsItsMatches(t *testing.T) {
 	require.Len(t, got, 4000)
 	require.Zero(t, srv.OpenHandles())
 }
+
+// TestRemoveAllKeepsNoExtendedPairs: a deep tree whose every directory lists an
+// entry with 2,000 empty extended pairs (64 KiB held each, 16 KiB on the wire).
+// WalkDir keeps them, since fn can see them (Info().Sys()), and stops at the memory
+// limit; RemoveAll, whose fn sees no attributes, drops them as each page arrives,
+// holds a few hundred bytes a level, and goes down to MaxWalkDepth.
+func TestRemoveAllKeepsNoExtendedPairs(t *testing.T) {
+	page := []testserver.ListEntry{{Name: "d", Mode: 0o040755}, {Name: "a", Mode: 0o100644, Extended: make([]testserver.ExtendedPair, 2000)}}
+	list := func(n int) []testserver.ListEntry {
+		if n > 0 {
+			return nil
+		}
+		return page
+	}
+	const limit = 4 << 20
+	c, srv := newTestServerClient(t, testserver.Options{
+		Listing: func(p string) testserver.Lister {
+			if strings.HasPrefix(p, "/x") {
+				return list
+			}
+			return nil
+		},
+		Corrupt: lstatDirs("/x"),
+	}, WithMemoryLimit(limit))
+	ctx := tsCtx(t)
+	require.NoError(t, c.Mkdir(ctx, "/x", 0o755))
+
+	var sys *FileAttrs
+	err := c.WalkDir(ctx, "/x", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p == "/x/a" {
+			info, _ := d.Info()
+			sys = info.Sys().(*FileAttrs)
+		}
+		return err
+	})
+	require.ErrorIs(t, err, ErrListingTooLarge)
+	require.Len(t, sys.Extended, 2000, "WalkDir's fn sees the extended pairs")
+	opened, _ := walkRefusal(limit, "/x", "d", page)
+	require.Equal(t, opened, srv.Requests(testserver.TypeOpendir))
+	require.Less(t, opened, 100)
+
+	srv.ResetStats()
+	err = c.RemoveAll(ctx, "/x")
+	require.ErrorIs(t, err, ErrWalkTooDeep)
+	require.Equal(t, MaxWalkDepth, srv.Requests(testserver.TypeOpendir))
+}

@@ -44,7 +44,18 @@ func (ss *session) readdirListed(b []byte, r *request, h *handle) []byte {
 	for _, e := range page {
 		b = appendString(b, e.Name)
 		b = appendString(b, "")
-		b = appendAttrs(b, attrs{flags: AttrSize | AttrPermissions, size: e.Size, perm: e.Mode})
+		if e.Extended == nil {
+			b = appendAttrs(b, attrs{flags: AttrSize | AttrPermissions, size: e.Size, perm: e.Mode})
+			continue
+		}
+		b = appendU32(b, AttrSize|AttrPermissions|AttrExtended)
+		b = appendU64(b, e.Size)
+		b = appendU32(b, e.Mode)
+		b = appendU32(b, uint32(len(e.Extended)))
+		for _, x := range e.Extended {
+			b = appendString(b, x.Type)
+			b = appendString(b, x.Data)
+		}
 	}
 	return finish(b)
 }
