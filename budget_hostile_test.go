@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,8 +35,18 @@ import (
 // hostileServerEnv names the scenario the child process serves.
 const hostileServerEnv = "SLUICE_TEST_HOSTILE_SERVER"
 
+// testMemoryLimit is the memory limit of the heap tests' clients, def unless
+// SLUICE_TEST_MEMORY_LIMIT_MIB sets another, to measure the default (64) by hand.
+func testMemoryLimit(def int64) int64 {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_TEST_MEMORY_LIMIT_MIB")); err == nil && n > 0 {
+		return int64(n) << 20
+	}
+	return def
+}
+
+var hostileLimit = testMemoryLimit(8 << 20)
+
 const (
-	hostileLimit  = 8 << 20
 	hostileFactor = 2
 	// hostileSlack is what is not yet charged when the limit is passed: the page
 	// being decoded (at most pageInflation times the reply cap) and the replies in
@@ -54,14 +65,21 @@ func TestHostileServerProcess(t *testing.T) {
 	opts := hostileOptions(scenario)
 	corrupt := opts.Corrupt
 	opts.Corrupt = func(req testserver.Request, reply []byte) [][]byte {
-		if req.Type == testserver.TypeStat && req.Path == openHandlesPath {
-			a := sshfx.AppendAttrs(nil, &sshfx.Attrs{Flags: sshfx.AttrSize | sshfx.AttrPermissions, Size: uint64(srv.OpenHandles()), Permissions: 0o100644})
+		if req.Type == testserver.TypeStat && (req.Path == openHandlesPath || req.Path == removesPath) {
+			n := srv.OpenHandles()
+			if req.Path == removesPath {
+				n = srv.Requests(testserver.TypeRemove)
+			}
+			a := sshfx.AppendAttrs(nil, &sshfx.Attrs{Flags: sshfx.AttrSize | sshfx.AttrPermissions, Size: uint64(n), Permissions: 0o100644})
 			return [][]byte{replyPacket(sshfx.TypeAttrs, req.ID, a)}
+		}
+		if corrupt == nil {
+			return nil
 		}
 		return corrupt(req, reply)
 	}
 	srv = testserver.New(opts)
-	for _, d := range []string{"/h", "/t", "/s", "/g"} {
+	for _, d := range []string{"/h", "/t", "/s", "/g", "/big", "/rm"} {
 		if err := srv.Mkdir(d, 0o755); err != nil {
 			panic(err)
 		}
@@ -79,6 +97,10 @@ func TestHostileServerProcess(t *testing.T) {
 // its server holds open, as the size: requests are served in order, so every CLOSE
 // sent before it has been carried out.
 const openHandlesPath = "/.open-handles"
+
+// removesPath is a name whose STAT the child answers with the number of REMOVEs its
+// server was sent, as the size.
+const removesPath = "/.removes"
 
 // requireChildHandlesClosed checks that the child's server holds no handle open.
 func requireChildHandlesClosed(t *testing.T, c *Client) {
@@ -123,6 +145,9 @@ var hostilePages = map[string]func() []testserver.ListEntry{
 // of which lists 128 entries (issue 19, item 3). STAT and LSTAT under all of them
 // answer a directory.
 func hostileOptions(kind string) testserver.Options {
+	if kind == "honest" {
+		return testserver.Options{Listing: honestListing}
+	}
 	page := hostilePages[kind]()
 	pages := func(int) []testserver.ListEntry { return page }
 	dirPage := append([]testserver.ListEntry{{Name: "d", Mode: 0o040755}}, page...)
@@ -311,10 +336,10 @@ func TestHostileListingsHeap(t *testing.T) {
 				allocated, err := allocatedBy(func() error { return hc.call(ctx, c) })
 				t.Logf("%s: allocated %.1f MiB, heap grew by %.1f MiB at most, for a limit of %d MiB (%.2f, %.2f times)",
 					hc.name, float64(allocated)/(1<<20), float64(peak.growth())/(1<<20), hostileLimit>>20,
-					float64(allocated)/hostileLimit, float64(peak.growth())/hostileLimit)
+					float64(allocated)/float64(hostileLimit), float64(peak.growth())/float64(hostileLimit))
 				require.ErrorIs(t, err, ErrListingTooLarge, hc.name)
 				require.ErrorContains(t, err, "WithMemoryLimit", "%s: the error names the option that raises the limit", hc.name)
-				require.LessOrEqual(t, allocated, int64(hostileFactor*hostileLimit+hostileSlack), hc.name)
+				require.LessOrEqual(t, allocated, hostileFactor*hostileLimit+hostileSlack, hc.name)
 				requireWorks(t, c)
 				requireChildHandlesClosed(t, c)
 			}
