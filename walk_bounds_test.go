@@ -201,7 +201,7 @@ func TestWalkDirBoundsTheBytesItHolds(t *testing.T) {
 // at a time against one shared budget. Here sixteen directories list pages of names
 // forever; the budget (1 MiB) must be charged page by page, so the Get stops after
 // about a budget's worth of pages, not after each listing has run to its own bound
-// (MaxReadDirBytes or MaxReadDirEntries, a thousand pages each).
+// (the memory limit of a whole listing, hundreds of pages each).
 func TestHostileGetChargesEachPage(t *testing.T) {
 	var dirs []testserver.ListEntry
 	for i := range 16 {
