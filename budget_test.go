@@ -2,7 +2,6 @@ package sftp
 
 import (
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"runtime"
@@ -287,8 +286,14 @@ func TestBudgetHold(t *testing.T) {
 	h1.drop()
 	require.Zero(t, b.held.Load())
 
-	_, err = NewClientPipe(t.Context(), strings.NewReader(""), nopWriteCloser{io.Discard}, WithMemoryLimit(minMemoryLimit-1))
+	_, err = newClient([]Option{WithMemoryLimit(minMemoryLimit - 1)})
 	require.ErrorContains(t, err, "WithMemoryLimit")
+	c, err := newClient([]Option{WithMemoryLimit(minMemoryLimit)})
+	require.NoError(t, err)
+	require.Equal(t, int64(minMemoryLimit), c.newBudget().limit)
+	c, err = newClient(nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(defaultMemoryLimit), c.newBudget().limit)
 }
 
 // TestKeptEntriesKeepNothingForDots: a page of dots and one name keeps an array of

@@ -149,12 +149,12 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 	defer held.drop()
 	l, err := w.list(ctx, name, depth, held)
 	defer l.close(ctx)
-	for err == nil && len(l.entries) > 0 {
+	for err == nil {
 		skip, werr := w.walkEntries(ctx, name, l.entries, depth, linked)
 		if werr != nil {
 			return werr
 		}
-		if skip {
+		if skip || l.rest == nil {
 			break
 		}
 		err = l.next(ctx, held, w.charge(held))
@@ -264,15 +264,13 @@ func (w *walker) charge(held *hold) func(page []fs.DirEntry) error {
 	}
 }
 
-// next gives back what the entries walked cost and reads the next page into
-// l.entries, charging it; at the end of the directory, or for a listing held whole,
-// l.entries is left empty.
+// next gives back what the entries walked cost and reads the next page of the
+// directory read a page at a time into l.entries, charging it; at the end of the
+// directory it closes it, and l.entries is left empty.
 func (l *walkList) next(ctx context.Context, held *hold, charge func(page []fs.DirEntry) error) error {
 	l.entries = nil
-	if l.rest == nil {
-		return nil
-	}
 	held.sub(l.cost)
+	l.cost = 0
 	page, err := l.rest.ReadDirContext(ctx, math.MaxInt)
 	if err == io.EOF {
 		return l.close(ctx)
@@ -348,7 +346,11 @@ func (c *Client) Glob(ctx context.Context, pattern string) ([]string, error) {
 		return nil, err
 	}
 	g := &globber{c: c, b: c.newBudget()}
-	return g.glob(ctx, pattern, 0)
+	matches, err := g.glob(ctx, pattern, 0)
+	if errors.Is(err, ErrListingTooLarge) {
+		return nil, fmt.Errorf("sftp: glob: %w", err)
+	}
+	return matches, err
 }
 
 // globMaxDepth bounds the recursion on the pattern's directories; path.Split always
