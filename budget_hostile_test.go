@@ -201,7 +201,9 @@ func hostileOptions(kind string) testserver.Options {
 			if req.Type != testserver.TypeStat && req.Type != testserver.TypeLstat {
 				return nil
 			}
-			if p := path.Clean("/" + req.Path); len(p) < 3 || !strings.Contains("/h/t/s/g", p[:2]) {
+			switch top, _, _ := strings.Cut(path.Clean("/" + req.Path)[1:], "/"); top {
+			case "h", "t", "s", "g":
+			default:
 				return nil
 			}
 			a := sshfx.AppendAttrs(nil, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: 0o40755})
