@@ -17,39 +17,26 @@ import (
 // Directory listings. Every listing of this package goes through one reader, Dir:
 // ReadDir, the io/fs views, Walk, WalkDir, Glob, RemoveAll and recursive Get all read
 // their directories with it. A Dir read in pages fetches one READDIR page at a time, so
-// its memory is one page (at most one reply, 256 KiB on OpenSSH) however large the
-// directory is; a whole listing has up to readAhead in flight. What a listing holds in
-// memory at once is bounded where the whole listing is kept: see MaxReadDirEntries.
+// its memory is one page (at most one reply, 256 KiB on OpenSSH, decoded) however
+// large the directory is; a whole listing has up to readAhead in flight, and charges
+// each page to its call's memory account (budget.go) before it asks for the next.
 
-const (
-	// MaxReadDirEntries is the most entries a whole-directory listing holds: ReadDir,
-	// Dir.ReadDir(n) with n <= 0, the io/fs ReadDir, and everything built on them (Walk,
-	// WalkDir, Glob, RemoveAll, a recursive Get). Past it they fail with an error
-	// matching ErrListingTooLarge. A directory of more entries is still listed in full
-	// by DirEntries or Dir.ReadDir(n) with n > 0, which hold one page at a time.
-	MaxReadDirEntries = 1 << 20
-	// MaxReadDirBytes bounds the bytes of names and extended attributes a
-	// whole-directory listing holds, so that a server sending a million entries with
-	// long names cannot make one either (past it: ErrListingTooLarge).
-	MaxReadDirBytes = 128 << 20
-	// maxEmptyPages is how many READDIR replies in a row may bring no entry before the
-	// listing fails: a real server ends a listing with STATUS EOF, and one that keeps
-	// sending empty pages would otherwise keep a reader busy forever.
-	maxEmptyPages = 16
-)
+// maxEmptyPages is how many READDIR replies in a row may bring no entry before the
+// listing fails: a real server ends a listing with STATUS EOF, and one that keeps
+// sending empty pages would otherwise keep a reader busy forever.
+const maxEmptyPages = 16
 
-var (
-	// ErrListingTooLarge is matched by the error of a whole-directory listing that
-	// passed MaxReadDirEntries or MaxReadDirBytes.
-	ErrListingTooLarge = errors.New("sftp: the directory listing is larger than a whole-directory read accepts; list it with DirEntries or Dir.ReadDir(n)")
-	// ErrInvalidEntryName is matched by the error of a listing in which the server sent
-	// an entry name that is not one plain name: empty, containing "/" or NUL. Such a
-	// name cannot be a directory entry on any real file system, and joined to a path it
-	// would name some other file, so the listing is refused rather than shortened
-	// silently. The entries before it have been returned. "." and ".." are not errors:
-	// servers list them, and every listing skips them.
-	ErrInvalidEntryName = errors.New("sftp: the server listed an invalid entry name")
-)
+// ErrInvalidEntryName is matched by the error of a listing in which the server sent
+// an entry name that is not one plain name: empty, containing "/" or NUL. Such a name
+// cannot be a directory entry on any real file system, and joined to a path it would
+// name some other file, so the listing is refused rather than shortened silently. The
+// entries before it have been returned. "." and ".." are not errors: servers list
+// them, and every listing skips them.
+var ErrInvalidEntryName = errors.New("sftp: the server listed an invalid entry name")
+
+// tooLargeHint is added to the error of a whole listing past the memory limit: what
+// lists the directory anyway, and what raises the limit.
+const tooLargeHint = "; DirEntries or Dir.ReadDir(n > 0) list a directory of any size a page at a time, and WithMemoryLimit raises the limit"
 
 // validEntryName reports whether a name from READDIR names one entry of the directory
 // and nothing else. "." and ".." are skipped before this is asked.
@@ -120,10 +107,12 @@ func (c *Client) openDir(ctx context.Context, name string) (*Dir, error) {
 func (d *Dir) Name() string { return d.name }
 
 // ReadDir reads the directory in os.File's style: with n > 0 it returns at most n
-// entries, and io.EOF (with none) at the end; with n <= 0 it returns all that remain
-// with a nil error at the end, bounded like Client.ReadDir. It waits as long as the
-// server takes; Close, or the connection dying, ends the wait. Use ReadDirContext to
-// bound it.
+// entries, and io.EOF (with none) at the end, holding one page at a time whatever the
+// directory's size; with n <= 0 it returns all that remain with a nil error at the
+// end, within the Client's memory limit like Client.ReadDir (past it, an error
+// matching ErrListingTooLarge, and the Dir fails). It waits as long as the server
+// takes; Close, or the connection dying, ends the wait. Use ReadDirContext to bound
+// it.
 func (d *Dir) ReadDir(n int) ([]fs.DirEntry, error) {
 	return d.ReadDirContext(context.Background(), n)
 }
@@ -172,53 +161,55 @@ func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() { stop(); cancel() }
 }
 
-// readAll returns every entry that remains, bounded by MaxReadDirEntries and
-// MaxReadDirBytes. charge, when not nil, is given each page as it comes, before the
-// next is fetched: a caller that bounds what several listings hold together stops
-// the read with its error as soon as the bound is passed, rather than after a whole
-// listing. Called with mu held.
+// readAll returns every entry that remains. Each page is handed to charge as it
+// comes, before the next is fetched, so a listing past its call's memory limit stops
+// there rather than after the whole listing; nil charges a budget of the listing's
+// own (one call's limit). An error, a charge's included, fails the Dir: the entries
+// read so far are dropped, so the rest could only be an incomplete listing. Called
+// with mu held.
 func (d *Dir) readAll(ctx context.Context, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
-	var out []fs.DirEntry
-	size := 0
+	if charge == nil {
+		charge = d.c.newBudget().newHold().addPage
+	}
+	pages, _, err := d.readPages(ctx, charge, nil)
+	switch {
+	case errors.Is(err, ErrListingTooLarge):
+		return nil, fmt.Errorf("%w%s", err, tooLargeHint)
+	case err != nil:
+		return nil, err
+	}
+	return joinPages(pages), nil
+}
+
+// readPages reads pages until the end of the listing, handing each to charge before
+// the next is fetched. With enough set, it stops early once enough reports true and
+// no READDIR is in flight, and leaves the Dir to be read on a page at a time, one
+// READDIR in flight: whole then says false. Called with mu held.
+func (d *Dir) readPages(ctx context.Context, charge func(page []fs.DirEntry) error, enough func() bool) (pages [][]fs.DirEntry, whole bool, err error) {
 	if d.batch == 0 {
 		d.batch = 2
 	}
 	for {
-		for _, e := range d.page {
-			size += entrySize(e)
-		}
-		out = append(out, d.page...)
-		page := d.page
-		d.page = nil
-		if len(out) > MaxReadDirEntries || size > MaxReadDirBytes {
-			d.err = fmt.Errorf("%w (more than %d entries or %d bytes)", ErrListingTooLarge, MaxReadDirEntries, MaxReadDirBytes)
-			return nil, d.err
-		}
-		if charge != nil && len(page) > 0 {
+		if page := d.page; len(page) > 0 {
+			d.page = nil
 			if err := charge(page); err != nil {
+				d.abandonAhead()
 				d.err = err
-				return nil, err
+				return nil, false, err
 			}
+			pages = append(pages, page)
 		}
 		switch {
 		case d.err == io.EOF:
-			return out, nil
+			return pages, true, nil
 		case d.err != nil:
-			return nil, d.err
+			return nil, false, d.err
+		case enough != nil && len(d.ahead) == 0 && enough():
+			d.batch = 0
+			return pages, false, nil
 		}
 		d.fill(ctx)
 	}
-}
-
-// entrySize is what an entry costs a whole listing in bytes the server chose.
-func entrySize(e fs.DirEntry) int {
-	n := len(e.Name())
-	if de, ok := e.(dirEntry); ok {
-		for _, x := range de.fi.attrs.Extended {
-			n += len(x.Type) + len(x.Data)
-		}
-	}
-	return n
 }
 
 // fill fetches the next page into d.page, or sets d.err. Called with mu held and
@@ -243,7 +234,7 @@ func (d *Dir) fill(ctx context.Context) {
 		// The READDIRs sent behind the one that found the end. On a server that
 		// carries out a handle's requests in order they find EOF too; one that did
 		// not may have given them the pages, so those are kept, and the listing goes
-		// on until a batch ends at EOF with nothing after it.
+		// on until an EOF has no page behind it.
 		page, err = d.drainAfterEOF(ctx)
 	}
 	switch {
@@ -256,18 +247,7 @@ func (d *Dir) fill(ctx context.Context) {
 		d.err = err
 		return
 	}
-	var invalid error
-	kept := make([]fs.DirEntry, 0, len(page))
-	for _, e := range page {
-		if e.name == "." || e.name == ".." {
-			continue
-		}
-		if !validEntryName(e.name) {
-			invalid = fmt.Errorf("%w: %q", ErrInvalidEntryName, e.name)
-			break
-		}
-		kept = append(kept, dirEntry{newFileInfo(e.name, &e.attrs, typeFromLongname(e.longname))})
-	}
+	kept, invalid := keptEntries(page)
 	d.page = kept
 	if invalid != nil {
 		d.abandonAhead()
@@ -321,25 +301,47 @@ func (d *Dir) take(ctx context.Context, r pendingReq) ([]nameEntry, error) {
 // drainAfterEOF takes the replies still in flight once one said EOF. Their EOFs and
 // errors say nothing more (the listing had ended); a page among them, which only a
 // server that reorders a handle's requests sends, is returned, and the listing goes
-// on. It returns io.EOF when none brought a page.
+// on. The replies behind that page are taken by the next fills, each page decoded
+// only once the one before it has been charged. It returns io.EOF when none brought
+// a page.
 func (d *Dir) drainAfterEOF(ctx context.Context) ([]nameEntry, error) {
-	var pages []nameEntry
 	for len(d.ahead) > 0 {
 		r := d.ahead[0]
 		d.ahead = d.ahead[1:]
 		page, err := d.take(ctx, r)
 		if err == nil {
-			pages = append(pages, page...)
-			continue
+			return page, nil
 		}
 		if ctx.Err() != nil || d.cn.failed() != nil {
 			return nil, err
 		}
 	}
-	if pages == nil {
-		return nil, io.EOF
+	return nil, io.EOF
+}
+
+// keptEntries turns a decoded page into the entries a listing keeps: "." and ".."
+// are skipped, and the array has room for exactly the others, so a page of dots
+// leaves nothing behind. A name that is not one plain name ends the page there, with
+// an error matching ErrInvalidEntryName.
+func keptEntries(page []nameEntry) ([]fs.DirEntry, error) {
+	n := 0
+	for i := range page {
+		if name := page[i].name; name != "." && name != ".." {
+			n++
+		}
 	}
-	return pages, nil
+	kept := make([]fs.DirEntry, 0, n)
+	for i := range page {
+		e := &page[i]
+		if e.name == "." || e.name == ".." {
+			continue
+		}
+		if !validEntryName(e.name) {
+			return kept, fmt.Errorf("%w: %q", ErrInvalidEntryName, e.name)
+		}
+		kept = append(kept, dirEntry{newFileInfo(e.name, &e.attrs, e.typeHint)})
+	}
+	return kept, nil
 }
 
 // abandonAhead forgets the READDIRs in flight: their replies are dropped.
@@ -468,10 +470,12 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 }
 
 // ReadDir reads the named directory and returns its entries sorted by name, without
-// "." and "..". It holds the whole listing in memory, so it accepts at most
-// MaxReadDirEntries entries and MaxReadDirBytes of names (past either, an error
-// matching ErrListingTooLarge): list larger directories with DirEntries or OpenDir.
-// A name that is not one plain name fails the listing (ErrInvalidEntryName).
+// "." and "..". It holds the whole listing in memory, so it is bounded by the Client's
+// memory limit (WithMemoryLimit, 64 MiB by default: about 400,000 entries with short
+// names and no extended attributes), each page charged as it arrives; past the limit
+// it fails with an error matching ErrListingTooLarge. DirEntries and OpenDir list a
+// directory of any size a page at a time. A name that is not one plain name fails
+// the listing (ErrInvalidEntryName).
 func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
 	return c.readDir(ctx, name, nil)
 }
@@ -522,3 +526,12 @@ func (e dirEntry) IsDir() bool                { return e.fi.IsDir() }
 func (e dirEntry) Type() fs.FileMode          { return e.fi.Mode().Type() }
 func (e dirEntry) Info() (fs.FileInfo, error) { return e.fi, nil }
 func (e dirEntry) String() string             { return fs.FormatDirEntry(e) }
+
+// joinPages joins the pages of a listing into one slice; a single page is the
+// listing.
+func joinPages(pages [][]fs.DirEntry) []fs.DirEntry {
+	if len(pages) == 1 {
+		return pages[0]
+	}
+	return slices.Concat(pages...)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -373,4 +374,39 @@ func TestDirEntriesClosesOnPanic(t *testing.T) {
 	}()
 	require.Zero(t, srv.OpenHandles(), "the directory handle is closed")
 	requireWorks(t, c)
+}
+
+// TestReadDirPagesBehindAnEOF: a server that carries out a handle's READDIRs out of
+// order answers the first of a batch with EOF and a later one with a page. The page
+// is kept, and the listing goes on; the replies behind it are decoded one page at a
+// time, each charged before the next (see drainAfterEOF).
+func TestReadDirPagesBehindAnEOF(t *testing.T) {
+	pages := [][]testserver.ListEntry{{}, {{Name: "b", Mode: 0o100644}}, {{Name: "a", Mode: 0o100644}, {Name: "c", Mode: 0o100644}}}
+	readdirs := 0
+	c, _ := newTestServerClient(t, testserver.Options{
+		Listing: synthetic("/r", func(page int) []testserver.ListEntry {
+			if page < len(pages) {
+				return pages[page]
+			}
+			return nil
+		}),
+		// The first READDIR's reply (an empty page) becomes an EOF, as if the server
+		// had read the directory for the second one first.
+		Corrupt: func(req testserver.Request, _ []byte) [][]byte {
+			if req.Type != testserver.TypeReaddir {
+				return nil
+			}
+			if readdirs++; readdirs == 1 {
+				return [][]byte{statusReply(req.ID, sshfx.StatusEOF, "")}
+			}
+			return nil
+		},
+	})
+	entries, err := c.ReadDir(tsCtx(t), "/r")
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{"a", "b", "c"}, names)
 }

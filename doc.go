@@ -128,9 +128,9 @@
 //     since nothing after a malformed packet can be trusted, so the error also matches
 //     net.ErrClosed.
 //   - ctx.Err() (matched with errors.Is) when the call's ctx ended.
-//   - for listings: ErrListingTooLarge past MaxReadDirEntries or MaxReadDirBytes in a
-//     whole-directory read, ErrInvalidEntryName for a name that is not one plain name;
-//     ErrWalkTooDeep past MaxWalkDepth in a walk.
+//   - for listings: ErrListingTooLarge when a call would hold more than its memory
+//     limit (WithMemoryLimit), ErrInvalidEntryName for a name that is not one plain
+//     name; ErrWalkTooDeep past MaxWalkDepth in a walk.
 //
 // io.EOF is returned bare wherever callers compare it with ==. No call returns short
 // data with a nil error.
@@ -148,17 +148,26 @@
 // Nothing a server sends may crash the client, hang a call past its ctx, or grow memory
 // without bound: replies are length-checked before anything is allocated, and a
 // directory entry name that could name another file ("a/b", "..", "") is refused
-// wherever listings surface. What a call holds from listings is bounded, counted page
-// by page as the server sends them, and a call that passes a bound fails (ErrWalkTooDeep,
-// ErrListingTooLarge) rather than returning less:
-//   - a whole listing (ReadDir): MaxReadDirEntries entries and MaxReadDirBytes of names;
-//     a streaming one (DirEntries, Dir.ReadDir(n > 0)) holds one page;
-//   - WalkDir, Walk and RemoveAll: MaxWalkDepth levels, and MaxWalkHeldEntries entries
-//     and MaxWalkHeldBytes of names and paths on the current path;
+// wherever listings surface. What a call holds because of what the server sent (each
+// listed entry with its name and attributes, extended pairs included; the paths it
+// builds; Glob's matches) is charged to one memory account per call, from the decoded
+// sizes, page by page as the server sends them: past the Client's limit
+// (WithMemoryLimit, 64 MiB per call by default) the call fails with an error matching
+// ErrListingTooLarge rather than returning less. With the default limit:
+//   - a whole listing (ReadDir, Dir.ReadDir(n <= 0), the io/fs ReadDir) holds at most
+//     64 MiB, about 400,000 entries with short names; a streaming one (DirEntries,
+//     Dir.ReadDir(n > 0)) holds one page whatever the directory's size;
+//   - WalkDir, Walk and RemoveAll hold at most 64 MiB on the current path, and go down
+//     at most MaxWalkDepth levels; a directory too large to hold whole is walked a page
+//     at a time, in the server's order, so no honest directory is too large for them;
+//   - Glob, and the io/fs view's, hold at most 64 MiB of matches (names only) and the
+//     page being matched;
 //   - a recursive Get: 64 levels, 1,048,576 entries and 256 MiB of path names for the
-//     whole tree, shared by the listings in flight;
-//   - Glob: MaxGlobMatches matches.
+//     whole tree, shared by the listings in flight.
 //
-// These bound memory to a constant multiple of them, which a hostile server can make a
-// call use.
+// Beyond the limit, a call holds for a moment what is not charged yet: the page being
+// decoded when the limit is passed (at most 17 times the reply, 4.3 MiB for OpenSSH's
+// 256 KiB cap; an honest page of 100 names takes about 16 KiB) and up to four replies
+// in flight. Against a server built to cost the most memory per byte it sends, no call
+// grew the heap by more than 66 MiB with the default limit.
 package sftp

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +35,15 @@ func (c *Client) FS() fs.FS { return &remoteFS{c: c} }
 // is no barrier against links that lead out of it. Directory listings come from the
 // same reader as Client.ReadDir: a name from the server that is not one plain name
 // (empty, or containing "/" or NUL) fails the listing with ErrInvalidEntryName, and a
-// whole listing is bounded by MaxReadDirEntries; an open directory's ReadDir(n) with
-// n > 0 streams, in the server's order. Opening a named pipe fails with an error
+// whole listing (ReadDir, an open directory's ReadDir(n) with n <= 0) is bounded by
+// the Client's memory limit, each call on its own (WithMemoryLimit; past it an error
+// matching ErrListingTooLarge); an open directory's ReadDir(n) with n > 0 streams, in
+// the server's order, one page at a time. The view implements fs.GlobFS with
+// Client.Glob's rules: fs.Glob holds names only, reads each directory a page at a
+// time, and fails with ErrListingTooLarge past the memory limit rather than leaving
+// out what it could not hold. fs.WalkDir, being the standard library's, holds a whole
+// listing at every level of its path with no bound on the depth: against a server you
+// do not trust, walk with Client.WalkDir. Opening a named pipe fails with an error
 // matching errors.ErrUnsupported: the server would block in open(2) until a writer
 // appeared, stalling every request of the session meanwhile.
 func (c *Client) DirFS(root string) fs.FS {
@@ -61,6 +69,7 @@ var (
 	_ fs.ReadFileFS = (*remoteFS)(nil)
 	_ fs.ReadLinkFS = (*remoteFS)(nil)
 	_ fs.SubFS      = (*remoteFS)(nil)
+	_ fs.GlobFS     = (*remoteFS)(nil)
 )
 
 var errNamedPipe = fmt.Errorf("sftp: opening a named pipe would block the server: %w", errors.ErrUnsupported)
@@ -172,7 +181,8 @@ func (f *remoteFS) ReadLink(name string) (string, error) {
 	return s, relabel("readlink", name, err)
 }
 
-// ReadDir returns the entries of the directory name sorted by name.
+// ReadDir returns the entries of the directory name sorted by name, within the
+// Client's memory limit, as Client.ReadDir.
 func (f *remoteFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	p, err := f.remote("readdir", name)
 	if err != nil {
@@ -180,6 +190,26 @@ func (f *remoteFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	entries, err := f.c.ReadDir(context.Background(), p)
 	return entries, relabel("readdir", name, err)
+}
+
+// Glob returns the names matching pattern, as fs.Glob does, within the Client's
+// memory limit: see Client.Glob. Besides path.ErrBadPattern, it fails (rather than
+// returning fewer names) when the connection is lost or the matches would pass the
+// limit (ErrListingTooLarge).
+func (f *remoteFS) Glob(pattern string) ([]string, error) {
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, err
+	}
+	g := &globber{c: f.c, b: f.c.newBudget(), stat: true,
+		remote: func(name string) (string, error) { return f.remote("glob", name) }}
+	matches, err := g.glob(context.Background(), pattern, 0)
+	switch {
+	case err == path.ErrBadPattern:
+		return nil, err
+	case err != nil:
+		return nil, relabel("glob", pattern, err)
+	}
+	return matches, nil
 }
 
 // ReadFile returns the contents of name, read with many READs in flight.
@@ -290,8 +320,8 @@ func (d *fsDir) Read([]byte) (int, error) {
 }
 
 // ReadDir returns the next n entries in the server's order, or all that remain when
-// n <= 0 (bounded by MaxReadDirEntries). With n > 0 it returns io.EOF once none
-// remain; with n <= 0, an empty slice and nil.
+// n <= 0 (within the Client's memory limit, as Client.ReadDir). With n > 0 it returns
+// io.EOF once none remain; with n <= 0, an empty slice and nil.
 func (d *fsDir) ReadDir(n int) ([]fs.DirEntry, error) {
 	dir, err := d.open()
 	if err != nil {

@@ -253,11 +253,21 @@ func decodeAttrs(op string, r *response) (sshfx.Attrs, error) {
 }
 
 type nameEntry struct {
-	name, longname string
-	attrs          sshfx.Attrs
+	name string
+	// typeHint is the file type the longname's first character gives, for servers
+	// that send permissions without type bits; the longname itself is not kept.
+	typeHint fs.FileMode
+	attrs    sshfx.Attrs
 }
 
 // decodeName reads a NAME reply. A STATUS EOF comes back as io.EOF (end of READDIR).
+//
+// What it allocates is bounded by the reply's length, which the reader capped before
+// reading it: per entry, at least 12 bytes on the wire (three lengths or flags), the
+// nameEntry (88 bytes), the name's bytes and the extended pairs (32 bytes for the 8 of
+// an empty one, plus their bytes); the longname is read without being copied. A
+// listing turns the page into kept entries and charges them to its call's memory
+// account before it asks for the next: pageInflation bounds the two together.
 func decodeName(op string, r *response) ([]nameEntry, error) {
 	if r.typ != sshfx.TypeName {
 		return nil, otherReply(op, r, sshfx.TypeName)
@@ -273,7 +283,7 @@ func decodeName(op string, r *response) ([]nameEntry, error) {
 	for i := uint32(0); i < n && d.Err() == nil; i++ {
 		var e nameEntry
 		e.name = d.String()
-		e.longname = d.String()
+		e.typeHint = longnameType(d.Bytes())
 		d.AttrsInto(&e.attrs)
 		out = append(out, e)
 	}
@@ -281,6 +291,15 @@ func decodeName(op string, r *response) ([]nameEntry, error) {
 		return nil, &ProtocolError{Op: op, Reason: err}
 	}
 	return out, nil
+}
+
+// longnameType is typeFromLongname without a copy of the longname: its first byte
+// says the type, and a one-byte string costs no allocation.
+func longnameType(l []byte) fs.FileMode {
+	if len(l) == 0 {
+		return 0
+	}
+	return typeFromLongname(string(l[:1]))
 }
 
 // decodeOneName is for REALPATH, READLINK and the path extensions, which answer NAME

@@ -208,7 +208,7 @@ func TestDecodeRepliesValid(t *testing.T) {
 	names, err := decodeName("READDIR", rawReply(sshfx.TypeName, nameBody))
 	require.NoError(t, err)
 	require.Equal(t, []nameEntry{
-		{name: "a", longname: "l a", attrs: sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: 0o40755}},
+		{name: "a", typeHint: fs.ModeSymlink, attrs: sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: 0o40755}},
 		{name: "b"},
 	}, names)
 

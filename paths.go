@@ -196,15 +196,13 @@ func (c *Client) hasEntries(ctx context.Context, name string) bool {
 
 // RemoveAll removes name and everything it contains, like os.RemoveAll: a missing name
 // is not an error. It walks the tree as WalkDir does, without following links, and
-// within WalkDir's bounds: a tree deeper than MaxWalkDepth fails with an error
-// matching ErrWalkTooDeep, and one whose listings on a path hold more than
-// MaxWalkHeldEntries or MaxWalkHeldBytes with one matching ErrListingTooLarge, after
-// removing what it reached.
+// within WalkDir's bounds, keeping no attributes but the entries' types: a directory
+// of any size is removed (one too large to hold whole is read a page at a time), a
+// tree deeper than MaxWalkDepth fails with an error matching ErrWalkTooDeep, and one
+// whose paths and listings on the current path would pass the memory limit
+// (WithMemoryLimit) with one matching ErrListingTooLarge, after removing what it
+// reached.
 func (c *Client) RemoveAll(ctx context.Context, name string) error {
-	return c.removeAll(ctx, name, defaultWalkBound)
-}
-
-func (c *Client) removeAll(ctx context.Context, name string, bound walkBound) error {
 	if name == "" || name == "." || name == "/" {
 		return pathErr("removeall", name, syscall.EINVAL)
 	}
@@ -229,7 +227,7 @@ func (c *Client) removeAll(ctx context.Context, name string, bound walkBound) er
 		}
 		return nil
 	}
-	return c.walkDir(ctx, name, remove, rmdir, bound, nil)
+	return c.walkDir(ctx, name, remove, rmdir, []WalkOption{walkDropExtended})
 }
 
 // Rename renames oldname to newname, replacing newname where the server allows it

@@ -3,6 +3,7 @@ package sftp
 import (
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -100,64 +101,107 @@ func TestRemoveAllStopsAtMaxDepth(t *testing.T) {
 	require.Less(t, heap.peak, int64(16<<20))
 }
 
+// walkRefusal is where a walk with the memory limit limit refuses a tree whose every
+// directory lists page and has the subdirectory dir: each level charges its path,
+// then its listing, as the walker does, with the memory account's formulas. opened is
+// how many directories it opens; refused is the path of the one it refuses.
+func walkRefusal(limit int64, root, dir string, page []testserver.ListEntry) (opened int, refused string) {
+	listing := pageCost(listedEntries(page))
+	var held int64
+	p := root
+	for k := 0; ; k++ {
+		if held += pathCost(p); held > limit {
+			return k, p
+		}
+		if held += listing; held > limit {
+			return k + 1, p
+		}
+		p += "/" + dir
+	}
+}
+
+// listedEntries is what the client keeps of a page the testserver lists.
+func listedEntries(page []testserver.ListEntry) []fs.DirEntry {
+	out := make([]fs.DirEntry, 0, len(page))
+	for _, e := range page {
+		a := sshfx.Attrs{Flags: sshfx.AttrSize | sshfx.AttrPermissions, Size: e.Size, Permissions: e.Mode}
+		if e.Extended != nil {
+			a.Flags |= sshfx.AttrExtended
+			a.Extended = make([]sshfx.ExtendedAttr, 0, len(e.Extended))
+			for _, x := range e.Extended {
+				a.Extended = append(a.Extended, sshfx.ExtendedAttr{Type: x.Type, Data: x.Data})
+			}
+		}
+		out = append(out, dirEntry{newFileInfo(e.Name, &a, 0)})
+	}
+	return out
+}
+
 // TestRemoveAllBoundsTheBytesItHolds: names long enough that the paths on the
-// current path (which grow with depth, so their sum with its square) pass the held
-// bytes before MaxWalkDepth. RemoveAll stops there with ErrListingTooLarge.
+// current path (which grow with depth, so their sum with its square) pass the memory
+// limit before MaxWalkDepth. RemoveAll stops there with ErrListingTooLarge.
 func TestRemoveAllBoundsTheBytesItHolds(t *testing.T) {
 	long := strings.Repeat("n", 1000)
 	heap := newHeapSampler(8)
-	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", long)), Corrupt: lstatDirs("/loop")})
+	const limit = 4 << 20
+	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", long)), Corrupt: lstatDirs("/loop")},
+		WithMemoryLimit(limit))
 	ctx := tsCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
-	const budget = 4 << 20
-	err := c.removeAll(ctx, "/loop", walkBound{entries: MaxWalkHeldEntries, bytes: budget})
+	err := c.RemoveAll(ctx, "/loop")
 	require.ErrorIs(t, err, ErrListingTooLarge)
 	// Level k holds its path, about 1001*k bytes, and its entry, 1000: the sum passes
-	// 4 MiB near level 90, far above MaxWalkDepth.
-	levels := srv.Requests(testserver.TypeOpendir)
-	require.Greater(t, levels, 80)
-	require.Less(t, levels, 100)
-	t.Logf("live heap growth, peak of samples: %d KiB", heap.peak>>10)
-	require.Less(t, heap.peak, int64(3*budget))
+	// 4 MiB near level 80, far above MaxWalkDepth.
+	opened, _ := walkRefusal(limit, "/loop", long, []testserver.ListEntry{{Name: long, Mode: 0o040755}})
+	require.Equal(t, opened, srv.Requests(testserver.TypeOpendir))
+	require.Greater(t, opened, 50)
+	require.Less(t, opened, MaxWalkDepth)
+	t.Logf("%d levels; live heap growth, peak of samples: %d KiB", opened, heap.peak>>10)
+	require.Less(t, heap.peak, int64(3*limit))
 }
 
 // TestWalkDirBoundsTheBytesItHolds: a deep tree whose every directory holds long
 // names. The walk holds each level's listing until its subtrees are walked; it must
-// count their bytes, page by page, and stop at its byte bound (here 1 MiB), not only
-// at its entry count.
+// count their bytes, page by page, and stop at the memory limit (here 1 MiB), not
+// only at its entry count.
 func TestWalkDirBoundsTheBytesItHolds(t *testing.T) {
+	page := []testserver.ListEntry{{Name: "d", Mode: 0o040755}}
 	var files []string
 	for i := range 16 {
 		files = append(files, fmt.Sprintf("%02d%s", i, strings.Repeat("x", 4094)))
+		page = append(page, testserver.ListEntry{Name: files[i], Mode: 0o100644})
 	}
 	heap := newHeapSampler(4)
-	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/deep", "d", files...))})
+	const limit = 1 << 20
+	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/deep", "d", files...))}, WithMemoryLimit(limit))
 	ctx := tsCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/deep", 0o755))
-	const budget = 1 << 20
 	var tooLarge []string
-	err := c.walkDir(ctx, "/deep", func(p string, d fs.DirEntry, err error) error {
+	err := c.WalkDir(ctx, "/deep", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			require.ErrorIs(t, err, ErrListingTooLarge)
 			tooLarge = append(tooLarge, p)
 			return fs.SkipDir
 		}
 		return nil
-	}, nil, walkBound{entries: MaxWalkHeldEntries, bytes: budget}, nil)
+	})
 	require.NoError(t, err)
-	// Each level holds 16 names of 4 KiB: 64 KiB a level, so the sixteenth listing
-	// passes 1 MiB and is refused; its siblings are still walked.
-	require.Equal(t, []string{"/deep" + strings.Repeat("/d", 15)}, tooLarge)
-	require.Equal(t, 16, srv.Requests(testserver.TypeOpendir))
+	// Each level holds 16 names of 4 KiB, charged over 5 KiB each with their
+	// rounding and fileInfo: about 84 KiB a level, so the thirteenth listing passes
+	// 1 MiB and is refused; its siblings are still walked.
+	opened, refused := walkRefusal(limit, "/deep", "d", page)
+	require.Equal(t, []string{refused}, tooLarge)
+	require.Equal(t, opened, srv.Requests(testserver.TypeOpendir))
+	require.Equal(t, "/deep"+strings.Repeat("/d", 12), refused)
 	t.Logf("live heap growth, peak of samples: %d KiB", heap.peak>>10)
-	require.Less(t, heap.peak, int64(3*budget))
+	require.Less(t, heap.peak, int64(3*limit))
 }
 
 // TestHostileGetChargesEachPage: a recursive Get lists a level's directories Parallel
 // at a time against one shared budget. Here sixteen directories list pages of names
 // forever; the budget (1 MiB) must be charged page by page, so the Get stops after
 // about a budget's worth of pages, not after each listing has run to its own bound
-// (MaxReadDirBytes or MaxReadDirEntries, a thousand pages each).
+// (the memory limit of a whole listing, hundreds of pages each).
 func TestHostileGetChargesEachPage(t *testing.T) {
 	var dirs []testserver.ListEntry
 	for i := range 16 {
@@ -191,9 +235,10 @@ func TestHostileGetChargesEachPage(t *testing.T) {
 }
 
 // TestGlobBoundsItsMatches: "*/*" over a server's directories matches every entry of
-// every one of them, and the result is held whole; past its bound the Glob fails with
-// ErrListingTooLarge rather than growing (a million directories of a million entries
-// each would be 10^12 names). The bound is lowered here; MaxGlobMatches in use.
+// every one of them, and the result is held whole; past the memory limit the Glob
+// fails with ErrListingTooLarge rather than growing (a million directories of a
+// million entries each would be 10^12 names). The limit is set here to exactly what
+// the Glob holds at its peak, so that a byte less fails it.
 func TestGlobBoundsItsMatches(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Listing: func(p string) testserver.Lister {
 		if strings.HasPrefix(p, "/g/") {
@@ -205,16 +250,81 @@ func TestGlobBoundsItsMatches(t *testing.T) {
 		require.NoError(t, srv.Mkdir(d, 0o755))
 	}
 	ctx := tsCtx(t)
-	got, err := c.glob(ctx, "/g/*/f*", 0, 4000)
+	glob := func(limit int64, pattern string) ([]string, *budget, error) {
+		g := &globber{c: c, b: &budget{limit: limit}}
+		m, err := g.glob(ctx, pattern, 0)
+		return m, g.b, err
+	}
+	got, b, err := glob(math.MaxInt64, "/g/*/f*")
 	require.NoError(t, err)
-	require.Len(t, got, 4000, "exactly the bound is accepted")
+	require.Len(t, got, 4000)
 	require.Equal(t, "/g/d/f0000999", got[3999])
-	_, err = c.glob(ctx, "/g/*/f*", 0, 3999)
+	var matches int64
+	for _, m := range got {
+		matches += pathCost(m)
+	}
+	require.Equal(t, matches, b.held.Load(), "what is held at the end is the matches, each charged its path")
+	var dirs int64
+	for _, d := range []string{"/g/a", "/g/b", "/g/c", "/g/d"} {
+		dirs += pathCost(d)
+	}
+	peak := b.peak.Load()
+	require.Greater(t, peak, matches+dirs, "the directories the pattern passes through count too, and the page being matched")
+
+	got, _, err = glob(peak, "/g/*/f*")
+	require.NoError(t, err)
+	require.Len(t, got, 4000, "exactly the peak is accepted")
+	_, _, err = glob(peak-1, "/g/*/f*")
 	require.ErrorIs(t, err, ErrListingTooLarge)
-	_, err = c.glob(ctx, "/g/*", 0, 3)
-	require.ErrorIs(t, err, ErrListingTooLarge, "the directories the pattern passes through count too")
+
 	got, err = c.Glob(ctx, "/g/*/f*")
 	require.NoError(t, err)
 	require.Len(t, got, 4000)
 	require.Zero(t, srv.OpenHandles())
+}
+
+// TestRemoveAllKeepsNoExtendedPairs: a deep tree whose every directory lists an
+// entry with 2,000 empty extended pairs (64 KiB held each, 16 KiB on the wire).
+// WalkDir keeps them, since fn can see them (Info().Sys()), and stops at the memory
+// limit; RemoveAll, whose fn sees no attributes, drops them as each page arrives,
+// holds a few hundred bytes a level, and goes down to MaxWalkDepth.
+func TestRemoveAllKeepsNoExtendedPairs(t *testing.T) {
+	page := []testserver.ListEntry{{Name: "d", Mode: 0o040755}, {Name: "a", Mode: 0o100644, Extended: make([]testserver.ExtendedPair, 2000)}}
+	list := func(n int) []testserver.ListEntry {
+		if n > 0 {
+			return nil
+		}
+		return page
+	}
+	const limit = 4 << 20
+	c, srv := newTestServerClient(t, testserver.Options{
+		Listing: func(p string) testserver.Lister {
+			if strings.HasPrefix(p, "/x") {
+				return list
+			}
+			return nil
+		},
+		Corrupt: lstatDirs("/x"),
+	}, WithMemoryLimit(limit))
+	ctx := tsCtx(t)
+	require.NoError(t, c.Mkdir(ctx, "/x", 0o755))
+
+	var sys *FileAttrs
+	err := c.WalkDir(ctx, "/x", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p == "/x/a" {
+			info, _ := d.Info()
+			sys = info.Sys().(*FileAttrs)
+		}
+		return err
+	})
+	require.ErrorIs(t, err, ErrListingTooLarge)
+	require.Len(t, sys.Extended, 2000, "WalkDir's fn sees the extended pairs")
+	opened, _ := walkRefusal(limit, "/x", "d", page)
+	require.Equal(t, opened, srv.Requests(testserver.TypeOpendir))
+	require.Less(t, opened, 100)
+
+	srv.ResetStats()
+	err = c.RemoveAll(ctx, "/x")
+	require.ErrorIs(t, err, ErrWalkTooDeep)
+	require.Equal(t, MaxWalkDepth, srv.Requests(testserver.TypeOpendir))
 }

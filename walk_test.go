@@ -253,24 +253,27 @@ func TestGlob(t *testing.T) {
 }
 
 // A server serving a deep tree of large directories: the walk holds the listings on
-// its current path, and stops descending once they would pass its bound.
+// its current path, and stops descending once they would pass the memory limit. The
+// names are short (4 KiB a level): what stops the walk is what each entry costs held,
+// its fileInfo and slots, not its name's bytes alone.
 func TestWalkDirBoundsTheEntriesItHolds(t *testing.T) {
-	wide := func(page int) []testserver.ListEntry {
-		if page > 0 {
+	page := []testserver.ListEntry{{Name: "d", Mode: 0o040755}}
+	for i := range 999 {
+		page = append(page, testserver.ListEntry{Name: fmt.Sprintf("f%03d", i), Mode: 0o100644})
+	}
+	wide := func(n int) []testserver.ListEntry {
+		if n > 0 {
 			return nil
 		}
-		out := []testserver.ListEntry{{Name: "d", Mode: 0o040755}}
-		for i := range 999 {
-			out = append(out, testserver.ListEntry{Name: fmt.Sprintf("f%03d", i), Mode: 0o100644})
-		}
-		return out
+		return page
 	}
-	c, _ := newTestServerClient(t, testserver.Options{Listing: func(string) testserver.Lister { return wide }})
+	const limit = 1 << 20
+	c, _ := newTestServerClient(t, testserver.Options{Listing: func(string) testserver.Lister { return wide }}, WithMemoryLimit(limit))
 	ctx := tsCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/w", 0o755))
 	dirs := 0
 	var tooLarge []string
-	err := c.walkDir(ctx, "/w", func(p string, d fs.DirEntry, err error) error {
+	err := c.WalkDir(ctx, "/w", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			require.ErrorIs(t, err, ErrListingTooLarge)
 			tooLarge = append(tooLarge, p)
@@ -280,8 +283,10 @@ func TestWalkDirBoundsTheEntriesItHolds(t *testing.T) {
 			dirs++
 		}
 		return nil
-	}, nil, walkBound{entries: 5000, bytes: MaxWalkHeldBytes}, nil)
+	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"/w/d/d/d/d/d"}, tooLarge, "five listings of 1000 are held; the sixth is refused")
-	require.Equal(t, 6, dirs)
+	opened, refused := walkRefusal(limit, "/w", "d", page)
+	require.Equal(t, []string{refused}, tooLarge)
+	require.Equal(t, "/w/d/d/d/d/d/d", refused, "six listings of 1000 are held; the seventh is refused")
+	require.Equal(t, opened, dirs)
 }

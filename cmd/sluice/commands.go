@@ -98,7 +98,7 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 // streamList prints a directory too large for a sorted listing in the server's
 // order, one READDIR page at a time, so memory stays one page whatever its size.
 func (a *app) streamList(ctx context.Context, c *sftp.Client, dir string, long bool) error {
-	fmt.Fprintf(a.stderr, "sluice: ls: %s has more than %d entries: listing them unsorted\n", escapeText(dir), sftp.MaxReadDirEntries)
+	fmt.Fprintf(a.stderr, "sluice: ls: %s is too large to hold and sort: listing it unsorted\n", escapeText(dir))
 	page := make([]listEntry, 0, 256)
 	flush := func() error {
 		err := a.printEntries(ctx, c, page, long)

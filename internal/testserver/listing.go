@@ -8,7 +8,13 @@ type ListEntry struct {
 	Name string
 	Mode uint32
 	Size uint64
+	// Extended, when not nil, is sent as the entry's extended pairs, with the
+	// EXTENDED flag (even for an empty non-nil slice).
+	Extended []ExtendedPair
 }
+
+// ExtendedPair is one (type, data) pair of an ATTRS block's extended data.
+type ExtendedPair struct{ Type, Data string }
 
 // Lister serves the READDIRs of one synthetic directory handle. page counts the
 // handle's READDIRs from 0. It returns the entries of that page (sent in one NAME,
@@ -38,7 +44,18 @@ func (ss *session) readdirListed(b []byte, r *request, h *handle) []byte {
 	for _, e := range page {
 		b = appendString(b, e.Name)
 		b = appendString(b, "")
-		b = appendAttrs(b, attrs{flags: AttrSize | AttrPermissions, size: e.Size, perm: e.Mode})
+		if e.Extended == nil {
+			b = appendAttrs(b, attrs{flags: AttrSize | AttrPermissions, size: e.Size, perm: e.Mode})
+			continue
+		}
+		b = appendU32(b, AttrSize|AttrPermissions|AttrExtended)
+		b = appendU64(b, e.Size)
+		b = appendU32(b, e.Mode)
+		b = appendU32(b, uint32(len(e.Extended)))
+		for _, x := range e.Extended {
+			b = appendString(b, x.Type)
+			b = appendString(b, x.Data)
+		}
 	}
 	return finish(b)
 }
