@@ -399,10 +399,16 @@ func (s *Server) WaitStalled(ctx context.Context, n int) error {
 // withheld, after replies already queued) and returns how many. Requests
 // stalled later are withheld again. This is how a test produces a late
 // reply, e.g. one that arrives after the client gave up waiting.
-func (s *Server) ReleaseStalled() int {
+func (s *Server) ReleaseStalled() int { return s.ReleaseStalledWhere(nil) }
+
+// ReleaseStalledWhere is ReleaseStalled for the withheld replies whose request match
+// accepts; the others stay withheld. Replies released by successive calls go out in
+// the order of the calls, so a test can choose the order in which a client sees a
+// set of replies: stall them all, then release one group after another.
+func (s *Server) ReleaseStalledWhere(match func(Request) bool) int {
 	total := 0
 	for _, ss := range s.liveSessions() {
-		total += ss.releaseStalled()
+		total += ss.releaseStalled(match)
 	}
 	s.stallDelta(-total)
 	return total
