@@ -80,9 +80,13 @@ type Options struct {
 	// groups of up to Reorder. A group is released early whenever the
 	// server has no complete request waiting to be read, so a client that
 	// waits for a reply before sending more is never stalled. The shuffle is
-	// seeded from Reorder and the session number, so runs are repeatable
-	// for the same arrival pattern.
+	// seeded from Reorder, Seed and the session number, so runs are
+	// repeatable for the same arrival pattern.
 	Reorder int
+
+	// Seed varies the Reorder shuffle: tests that draw many servers from one
+	// random seed give each its own order.
+	Seed uint64
 
 	// Latency, if > 0, releases each reply no earlier than Latency after its
 	// request was read. Replies wait in a timestamped queue in the writer;

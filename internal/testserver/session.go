@@ -91,7 +91,7 @@ func newSession(srv *Server, in, out *pipe, n uint64) *session {
 		writerDone: make(chan struct{}),
 		release:    make(chan struct{}, 1),
 		handles:    make(map[string]*handle),
-		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder), n)),
+		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder)^srv.cfg.Seed, n)),
 	}
 	in.onPacket = ss.requestWritten
 	out.onMark = ss.replyRead
