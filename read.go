@@ -23,6 +23,12 @@ import (
 // READs are sent from the stream's goroutine: a READ is some 50 bytes, so it cannot
 // park on a channel window the way a WRITE can (write.go gives each lane a sender).
 //
+// The end: a READ's EOF ends the stream at its offset, but the stream reports it only
+// once every READ still out has answered, since DATA past a reported end contradicts
+// it whichever came first (readEnds): the stream then fails at that end. What it hands
+// over is always one run from its start: no reader returns a shorter or holed result
+// with a nil error.
+//
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
 // in flight and the window is full of data waiting behind a short DATA's missing
