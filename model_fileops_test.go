@@ -136,113 +136,151 @@ func (m *fileModel) same(what string, rn, ln int64, rerr, lerr error) {
 	require.Equal(m.t, ln, rn, "%s: n", what)
 }
 
+// step applies one operation of kind to both files and compares the outcomes. Each
+// is logged before it runs, so a failure's log ends with the operation that failed.
 func (m *fileModel) step(kind string) {
-	t := m.t
-	var what string
 	switch kind {
 	case "Read":
-		n := m.length()
-		what = fmt.Sprintf("Read(%d) at %d", n, m.pos())
-		p := make([]byte, n)
-		var rn int
-		var rerr error
-		within(t, func() { rn, rerr = m.remote.Read(p) })
-		// A Reader may return fewer bytes than asked: the local file reads as many.
-		q := make([]byte, rn)
-		ln, lerr := io.ReadFull(m.local, q)
-		switch {
-		case n == 0:
-			require.NoError(t, rerr, what)
-		case rerr == io.EOF:
-			require.Zero(t, rn, what)
-			require.GreaterOrEqual(t, m.pos(), m.size(), "%s: EOF before the end", what)
-		default:
-			require.NoError(t, rerr, what)
-			require.Positive(t, rn, what)
-			require.NoError(t, lerr, "%s: more than the file holds", what)
-		}
-		requireSameFileBytes(t, q[:ln], p[:rn], what)
+		m.read()
 	case "ReadAt":
-		n, off := m.length(), m.offset()
-		what = fmt.Sprintf("ReadAt(%d, %d)", n, off)
-		p, q := make([]byte, n), make([]byte, n)
-		var rn int
-		var rerr error
-		within(t, func() { rn, rerr = m.remote.ReadAt(p, off) })
-		ln, lerr := m.local.ReadAt(q, off)
-		m.same(what, int64(rn), int64(ln), rerr, lerr)
-		requireSameFileBytes(t, q[:ln], p[:rn], what)
+		m.readAt()
 	case "Seek":
-		whence := m.rng.IntN(3)
-		off := int64(pick(m.rng, 0, 1, -1, opsChunk, -opsChunk-1, opsChunk*opsInflight+1))
-		if whence == io.SeekStart && m.rng.IntN(2) == 0 {
-			off = m.offset()
-		}
-		what = fmt.Sprintf("Seek(%d, %d) from %d", off, whence, m.pos())
-		rp, rerr := m.remote.Seek(off, whence)
-		lp, lerr := m.local.Seek(off, whence)
-		if lerr != nil {
-			rp, lp = 0, 0 // what a failed Seek returns is not its contract
-		}
-		m.same(what, rp, lp, rerr, lerr)
+		m.seek()
 	case "Write", "ReadFrom":
-		p := m.data(m.length())
-		what = fmt.Sprintf("%s(%d) at %d", kind, len(p), m.pos())
-		var rn int64
-		var rerr error
-		within(t, func() {
-			if kind == "Write" {
-				var k int
-				k, rerr = m.remote.Write(p)
-				rn = int64(k)
-			} else {
-				rn, rerr = m.remote.ReadFrom(bytes.NewReader(p))
-			}
-		})
-		ln, lerr := m.local.Write(p)
-		m.same(what, rn, int64(ln), rerr, lerr)
+		m.write(kind == "ReadFrom")
 	case "WriteAt":
-		p, off := m.data(m.length()), m.offset()
-		what = fmt.Sprintf("WriteAt(%d, %d)", len(p), off)
-		var rn int
-		var rerr error
-		within(t, func() { rn, rerr = m.remote.WriteAt(p, off) })
-		ln, lerr := m.local.WriteAt(p, off)
-		m.same(what, int64(rn), int64(ln), rerr, lerr)
+		m.writeAt()
 	case "WriteTo":
-		what = fmt.Sprintf("WriteTo from %d", m.pos())
-		var rb, lb bytes.Buffer
-		var rn int64
-		var rerr error
-		within(t, func() { rn, rerr = m.remote.WriteTo(&rb) })
-		ln, lerr := io.Copy(&lb, m.local)
-		m.same(what, rn, ln, rerr, lerr)
-		requireSameFileBytes(t, lb.Bytes(), rb.Bytes(), what)
+		m.writeTo()
 	case "Truncate":
-		size := max(0, m.size()+int64(pick(m.rng, -opsChunk-1, -1, 0, 1, opsChunk+1)))
-		if m.rng.IntN(3) == 0 {
-			size = int64(m.length())
-		}
-		what = fmt.Sprintf("Truncate(%d)", size)
-		rerr := m.remote.Truncate(size)
-		lerr := m.local.Truncate(size)
-		if m.prof.truncateZeroes && lerr == nil {
-			// paramiko: the file becomes size zero bytes.
-			_, lerr = m.local.WriteAt(make([]byte, size), 0)
-		}
-		m.same(what, 0, 0, rerr, lerr)
-		if m.prof.reopenAfterTruncate {
-			m.reopen()
-		}
+		m.truncate()
 	case "Stat":
-		what = "Stat"
+		m.log.add("Stat")
 		rfi, rerr := m.remote.Stat()
 		lfi, lerr := m.local.Stat()
-		require.Equal(t, errClass(lerr), errClass(rerr), what)
-		require.Equal(t, lfi.Size(), rfi.Size(), "%s: size", what)
-		require.True(t, rfi.Mode().IsRegular(), what)
+		require.Equal(m.t, errClass(lerr), errClass(rerr), "Stat")
+		require.Equal(m.t, lfi.Size(), rfi.Size(), "Stat: size")
+		require.True(m.t, rfi.Mode().IsRegular(), "Stat")
+	}
+}
+
+func (m *fileModel) read() {
+	t, n := m.t, m.length()
+	what := fmt.Sprintf("Read(%d) at %d", n, m.pos())
+	m.log.add("%s", what)
+	p := make([]byte, n)
+	var rn int
+	var rerr error
+	within(t, func() { rn, rerr = m.remote.Read(p) })
+	// A Reader may return fewer bytes than asked: the local file reads as many.
+	q := make([]byte, rn)
+	ln, lerr := io.ReadFull(m.local, q)
+	switch {
+	case n == 0:
+		require.NoError(t, rerr, what)
+	case rerr == io.EOF:
+		require.Zero(t, rn, what)
+		require.GreaterOrEqual(t, m.pos(), m.size(), "%s: EOF before the end", what)
+	default:
+		require.NoError(t, rerr, what)
+		require.Positive(t, rn, what)
+		require.NoError(t, lerr, "%s: more than the file holds", what)
+	}
+	requireSameFileBytes(t, q[:ln], p[:rn], what)
+}
+
+func (m *fileModel) readAt() {
+	n, off := m.length(), m.offset()
+	what := fmt.Sprintf("ReadAt(%d, %d)", n, off)
+	m.log.add("%s", what)
+	p, q := make([]byte, n), make([]byte, n)
+	var rn int
+	var rerr error
+	within(m.t, func() { rn, rerr = m.remote.ReadAt(p, off) })
+	ln, lerr := m.local.ReadAt(q, off)
+	m.same(what, int64(rn), int64(ln), rerr, lerr)
+	requireSameFileBytes(m.t, q[:ln], p[:rn], what)
+}
+
+func (m *fileModel) seek() {
+	whence := m.rng.IntN(3)
+	off := int64(pick(m.rng, 0, 1, -1, opsChunk, -opsChunk-1, opsChunk*opsInflight+1))
+	if whence == io.SeekStart && m.rng.IntN(2) == 0 {
+		off = m.offset()
+	}
+	what := fmt.Sprintf("Seek(%d, %d) from %d", off, whence, m.pos())
+	m.log.add("%s", what)
+	rp, rerr := m.remote.Seek(off, whence)
+	lp, lerr := m.local.Seek(off, whence)
+	if lerr != nil {
+		rp, lp = 0, 0 // what a failed Seek returns is not its contract
+	}
+	m.same(what, rp, lp, rerr, lerr)
+}
+
+// write is Write, or ReadFrom of a bytes.Reader.
+func (m *fileModel) write(readFrom bool) {
+	p := m.data(m.length())
+	what := fmt.Sprintf("Write(%d) at %d", len(p), m.pos())
+	if readFrom {
+		what = fmt.Sprintf("ReadFrom(%d) at %d", len(p), m.pos())
 	}
 	m.log.add("%s", what)
+	var rn int64
+	var rerr error
+	within(m.t, func() {
+		if readFrom {
+			rn, rerr = m.remote.ReadFrom(bytes.NewReader(p))
+			return
+		}
+		var k int
+		k, rerr = m.remote.Write(p)
+		rn = int64(k)
+	})
+	ln, lerr := m.local.Write(p)
+	m.same(what, rn, int64(ln), rerr, lerr)
+}
+
+func (m *fileModel) writeAt() {
+	p, off := m.data(m.length()), m.offset()
+	what := fmt.Sprintf("WriteAt(%d, %d)", len(p), off)
+	m.log.add("%s", what)
+	var rn int
+	var rerr error
+	within(m.t, func() { rn, rerr = m.remote.WriteAt(p, off) })
+	ln, lerr := m.local.WriteAt(p, off)
+	m.same(what, int64(rn), int64(ln), rerr, lerr)
+}
+
+func (m *fileModel) writeTo() {
+	what := fmt.Sprintf("WriteTo from %d", m.pos())
+	m.log.add("%s", what)
+	var rb, lb bytes.Buffer
+	var rn int64
+	var rerr error
+	within(m.t, func() { rn, rerr = m.remote.WriteTo(&rb) })
+	ln, lerr := io.Copy(&lb, m.local)
+	m.same(what, rn, ln, rerr, lerr)
+	requireSameFileBytes(m.t, lb.Bytes(), rb.Bytes(), what)
+}
+
+func (m *fileModel) truncate() {
+	size := max(0, m.size()+int64(pick(m.rng, -opsChunk-1, -1, 0, 1, opsChunk+1)))
+	if m.rng.IntN(3) == 0 {
+		size = int64(m.length())
+	}
+	what := fmt.Sprintf("Truncate(%d)", size)
+	m.log.add("%s", what)
+	rerr := m.remote.Truncate(size)
+	lerr := m.local.Truncate(size)
+	if m.prof.truncateZeroes && lerr == nil {
+		// paramiko: the file becomes size zero bytes.
+		_, lerr = m.local.WriteAt(make([]byte, size), 0)
+	}
+	m.same(what, 0, 0, rerr, lerr)
+	if m.prof.reopenAfterTruncate {
+		m.reopen()
+	}
 }
 
 // reopen replaces the remote handle by a new one at the same offset.

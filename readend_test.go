@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -230,5 +231,50 @@ func TestGetSmallEndConflict(t *testing.T) {
 				requireSameBytes(t, data[:tc.eofAt], readLocal(t, dst+partSuffix))
 			}
 		})
+	}
+}
+
+// readEnds on its own: the cases of issue 19 item 9, in both orders of arrival.
+func TestReadEnds(t *testing.T) {
+	type reply struct {
+		off int64
+		n   int // 0: EOF
+	}
+	cases := []struct {
+		name    string
+		replies []reply
+		eof     int64 // -1: none
+		at      int64 // where it fails; -1: it does not
+	}{
+		{"data only", []reply{{0, 10}, {10, 10}}, -1, -1},
+		{"EOF past the data", []reply{{0, 10}, {10, 0}}, 10, -1},
+		{"short DATA, then EOF for the rest", []reply{{0, 6}, {6, 0}, {10, 0}}, 6, -1},
+		{"EOF for a middle READ, DATA past it", []reply{{0, 10}, {20, 10}, {10, 0}}, 10, 10},
+		{"EOF below a short DATA's end", []reply{{0, 10}, {10, 4}, {12, 0}}, 12, 12},
+		{"two EOFs, data between them", []reply{{30, 0}, {10, 10}, {10, 0}}, 10, 10},
+		{"EOF at 0, DATA later", []reply{{0, 0}, {100, 1}}, 0, 0},
+	}
+	for _, tc := range cases {
+		for _, reversed := range []bool{false, true} {
+			e := newReadEnds()
+			rs := slices.Clone(tc.replies)
+			if reversed {
+				slices.Reverse(rs)
+			}
+			for _, r := range rs {
+				if r.n == 0 {
+					e.sawEOF(r.off)
+				} else {
+					e.sawData(r.off, r.n)
+				}
+			}
+			require.Equal(t, tc.eof, e.eof, "%s (reversed %v)", tc.name, reversed)
+			err := e.conflict()
+			if tc.at < 0 {
+				require.NoError(t, err, "%s (reversed %v)", tc.name, reversed)
+				continue
+			}
+			requireEndConflict(t, err, tc.at)
+		}
 	}
 }
