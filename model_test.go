@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/fstest"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 
@@ -283,5 +285,29 @@ func TestModelReadsUnderFaults(t *testing.T) {
 				checkFaultOutcome(t, data, rec.get(), o)
 			})
 		}
+	}
+}
+
+// fstest.TestFS over FS() and iotest.TestReader over a File, against the in-process
+// server answering in random orders, short and at a read cap (no EOF lies: these
+// check a consistent server): the path of issue 19 item 10, where a ReadAt of one byte
+// follows reads that left replies in flight, under every order the seeds draw.
+func TestModelFSUnderFaults(t *testing.T) {
+	for _, seed := range modelSeeds(t, fixedSeeds(8)) {
+		plan := newFaultPlan(seed)
+		plan.lieP = 0
+		plan.size = max(plan.size, 3*plan.chunk+1)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			log := newModelLog(t, seed)
+			log.add("plan: %v", plan)
+			data := randBytes(plan.size, seed)
+			c, rec := faultServer(t, plan, data)
+			within(t, func() { require.NoError(t, fstest.TestFS(c.DirFS("/"), "f")) })
+			f, err := c.Open(tsCtx(t), "/f")
+			require.NoError(t, err)
+			defer f.Close()
+			within(t, func() { require.NoError(t, iotest.TestReader(f, data)) })
+			require.NoError(t, rec.get().conflict())
+		})
 	}
 }

@@ -59,7 +59,7 @@ func (e *readEnds) sawData(off int64, n int) { e.dataEnd = max(e.dataEnd, off+in
 
 // conflict is the failure, at the reported end, of replies that contradict each other;
 // nil when they agree.
-func (e *readEnds) conflict() error {
+func (e readEnds) conflict() error {
 	if e.eof >= 0 && e.dataEnd > e.eof {
 		return &eofConflictError{at: e.eof}
 	}
