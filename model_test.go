@@ -87,7 +87,7 @@ func (e *sentEnds) observe(req testserver.Request, reply []byte) [][]byte {
 	defer e.mu.Unlock()
 	switch reply[4] {
 	case testserver.TypeData:
-		e.ends.sawData(int64(req.Offset), int(binary.BigEndian.Uint32(reply[9:13])))
+		e.ends.sawData(int64(req.Offset), int64(binary.BigEndian.Uint32(reply[9:13])))
 	case testserver.TypeStatus:
 		if binary.BigEndian.Uint32(reply[9:13]) == testserver.StatusEOF {
 			e.ends.sawEOF(int64(req.Offset))

@@ -299,7 +299,7 @@ func (s *readStream) onReply(r response) {
 		s.f.c.readCap.Store(int64(s.size))
 	}
 	s.moved(len(data))
-	s.ends.sawData(req.off, len(data))
+	s.ends.sawData(req.off, int64(len(data)))
 	s.checkEnd()
 	if got := len(data); got < req.n {
 		// Ask for the rest (fill does, under the window rule). Whether this was a cap

@@ -189,20 +189,25 @@ func TestGetSmallEndConflict(t *testing.T) {
 	const size = 1000
 	cases := []struct {
 		name    string
-		shorten int // what the READ at 0 returns, if short
-		eofAt   int64
+		shorten int   // what the READ at 0 returns, if short
+		eofAt   int64 // the READ at eofAt gets EOF (-1: none)
+		growAt  int   // the file grows at this OPEN (1: the first)
+		at      int64 // where the Get fails
 	}{
-		{"eof-at-0", 0, 0},
-		{"short-then-eof", size / 2, size / 2},
+		{"eof-at-0", 0, 0, 1, 0},
+		{"short-then-eof", size / 2, size / 2, 1, size / 2},
+		// The probe finds the end at size; the file grows before the engine's OPEN,
+		// and the engine's READs find data past it.
+		{"probe-eof-then-data", size / 2, -1, 2, size},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			data := randBytes(2*size, 5)
 			var srv *testserver.Server
-			var grown atomic.Bool
+			var opens atomic.Int32
 			opts := testserver.Options{
 				Fail: func(r testserver.Request) uint32 {
-					if r.Type == testserver.TypeOpen && grown.CompareAndSwap(false, true) {
+					if r.Type == testserver.TypeOpen && int(opens.Add(1)) == tc.growAt {
 						if err := srv.WriteFile("/f", data, 0o644); err != nil {
 							panic(err)
 						}
@@ -226,9 +231,9 @@ func TestGetSmallEndConflict(t *testing.T) {
 			require.NoError(t, srv.WriteFile("/f", data[:size], 0o644))
 			dst := filepath.Join(t.TempDir(), "f")
 			err := c.Get(tsCtx(t), "/f", dst)
-			requireEndConflict(t, err, tc.eofAt)
-			if tc.eofAt > 0 {
-				requireSameBytes(t, data[:tc.eofAt], readLocal(t, dst+partSuffix))
+			requireEndConflict(t, err, tc.at)
+			if tc.at > 0 {
+				requireSameBytes(t, data[:tc.at], readLocal(t, dst+partSuffix))
 			}
 		})
 	}
@@ -265,7 +270,7 @@ func TestReadEnds(t *testing.T) {
 				if r.n == 0 {
 					e.sawEOF(r.off)
 				} else {
-					e.sawData(r.off, r.n)
+					e.sawData(r.off, int64(r.n))
 				}
 			}
 			require.Equal(t, tc.eof, e.eof, "%s (reversed %v)", tc.name, reversed)

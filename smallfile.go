@@ -160,13 +160,14 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 		return n, err
 	}
 	stop := watch(ctx, g)
+	var m int64
 	if err = ctx.Err(); err == nil {
-		var m int64
 		m, err = receive(g, lf, n, p)
-		n += m
 	}
 	stop()
 	closeWithin(t.ctx, g)
+	ends.sawData(n, m)
+	n += m
 	if err == nil {
 		// The engine found the end at n. What the first two READs said must agree
 		// with it (readEnds), or the part is good only up to the end they reported.
@@ -185,6 +186,7 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 // past n, the bytes written to w; ends is what the two READs said about the file's end.
 func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
 	cn := f.cn
+	ends = newReadEnds()
 	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
 	encs := []func(id uint32) []byte{
 		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
@@ -276,7 +278,7 @@ func smallEnds(data [][]byte, size int64) readEnds {
 		if d == nil {
 			ends.sawEOF(off)
 		} else {
-			ends.sawData(off, len(d))
+			ends.sawData(off, int64(len(d)))
 		}
 	}
 	return ends

@@ -55,7 +55,7 @@ func (e *readEnds) sawEOF(off int64) {
 	}
 }
 
-func (e *readEnds) sawData(off int64, n int) { e.dataEnd = max(e.dataEnd, off+int64(n)) }
+func (e *readEnds) sawData(off, n int64) { e.dataEnd = max(e.dataEnd, off+n) }
 
 // conflict is the failure, at the reported end, of replies that contradict each other;
 // nil when they agree.
