@@ -536,6 +536,8 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 // *os.File not opened with O_APPEND), each piece is written at its offset as it
 // arrives, and w is left positioned after what was written; on error, n is what was
 // written in one run from w's position, and pieces past it may have been written too.
+// A server that reports the end of the file and sends data past it fails WriteTo (as
+// every read) at that end: the bytes between are unknown.
 func (f *File) WriteTo(w io.Writer) (int64, error) {
 	if err := f.checkAccess("writeto", false); err != nil {
 		return 0, err

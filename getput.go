@@ -441,8 +441,9 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 }
 
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
-// offset as it arrives, so when it fails, pieces past the n bytes it reports may be in
-// lf: lf is cut back to what is known good, since Resume trusts a part file's size.
+// offset as it arrives and reports n, the bytes received in one run from off: pieces
+// past them may be in lf (a failure, or a server that contradicted itself), so lf is
+// cut to off+n on every outcome. Resume trusts a part file's size.
 func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
@@ -457,10 +458,8 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 		w = &progressFile{f: lf, p: p}
 	}
 	n, err := f.WriteTo(w)
-	if err != nil {
-		if terr := lf.Truncate(off + n); terr != nil {
-			err = errors.Join(err, terr)
-		}
+	if terr := lf.Truncate(off + n); terr != nil {
+		err = errors.Join(err, terr)
 	}
 	return n, err
 }

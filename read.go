@@ -23,6 +23,12 @@ import (
 // READs are sent from the stream's goroutine: a READ is some 50 bytes, so it cannot
 // park on a channel window the way a WRITE can (write.go gives each lane a sender).
 //
+// The end: a READ's EOF ends the stream at its offset, but the stream reports it only
+// once every READ still out has answered, since DATA past a reported end contradicts
+// it whichever came first (readEnds): the stream then fails at that end. What it hands
+// over is always one run from its start: no reader returns a shorter or holed result
+// with a nil error.
+//
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
 // in flight and the window is full of data waiting behind a short DATA's missing
@@ -58,11 +64,11 @@ type readStream struct {
 	redo []chunk           // rests of short DATAs still to ask for
 	cur  segment           // segment being consumed by read
 
-	eof          int64  // lowest offset a READ got EOF for, or -1
-	firstFailure        // other than EOF
-	hint         int64  // file size from FSTAT, or -1: past it one READ at a time
-	statID       uint32 // FSTAT in flight, or 0
-	pkt          []byte // encoding buffer for READs, reused (the channel copies it)
+	ends         readEnds // where the replies say the file ends (s.ends.eof: -1, or the lowest EOF)
+	firstFailure          // other than EOF
+	hint         int64    // file size from FSTAT, or -1: past it one READ at a time
+	statID       uint32   // FSTAT in flight, or 0
+	pkt          []byte   // encoding buffer for READs, reused (the channel copies it)
 
 	// On a link slow enough to stripe, each lane keeps only readLaneCap READs at the
 	// server.
@@ -91,7 +97,7 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 		win: min(win, window), max: window,
 		reqs: make(map[uint32]chunk, window),
 		segs: make(map[int64]segment, window),
-		eof:  -1, hint: -1,
+		ends: newReadEnds(), hint: -1,
 	}
 	if f.c.stripes() {
 		s.capped = true
@@ -126,8 +132,8 @@ func (s *readStream) stopAt() int64 {
 	if s.limit >= 0 {
 		end = s.limit
 	}
-	if s.eof >= 0 {
-		end = min(end, s.eof)
+	if s.ends.eof >= 0 {
+		end = min(end, s.ends.eof)
 	}
 	if s.err != nil {
 		end = min(end, s.errAt)
@@ -267,9 +273,8 @@ func (s *readStream) onReply(r response) {
 		err := otherReply("READ", &r, sshfx.TypeData)
 		r.release()
 		if err == io.EOF {
-			if s.eof < 0 || req.off < s.eof {
-				s.eof = req.off
-			}
+			s.ends.sawEOF(req.off)
+			s.checkEnd()
 			return
 		}
 		s.fail(req.off, cn.check(err))
@@ -294,6 +299,8 @@ func (s *readStream) onReply(r response) {
 		s.f.c.readCap.Store(int64(s.size))
 	}
 	s.moved(len(data))
+	s.ends.sawData(req.off, int64(len(data)))
+	s.checkEnd()
 	if got := len(data); got < req.n {
 		// Ask for the rest (fill does, under the window rule). Whether this was a cap
 		// or the end of the file is known only from that READ's answer, so nothing
@@ -301,6 +308,14 @@ func (s *readStream) onReply(r response) {
 		s.redo = append(s.redo, chunk{off: req.off + int64(got), n: req.n - got, capGuess: got})
 	}
 	s.file(segment{off: req.off, data: data, resp: r})
+}
+
+// checkEnd fails the stream at the reported end of the file if DATA came from past it
+// (readEnds): everything before that end is handed over first, then the error.
+func (s *readStream) checkEnd() {
+	if err := s.ends.conflict(); err != nil {
+		s.fail(s.ends.eof, err)
+	}
 }
 
 // file keeps a segment until it can be yielded; a direct stream hands it to the
@@ -361,7 +376,14 @@ func (s *readStream) step() error {
 		return s.err
 	}
 	if s.next >= s.stopAt() {
-		return io.EOF
+		if len(s.reqs) == 0 {
+			return io.EOF
+		}
+		// The end is reached, but READs past it are still out (a window sent before
+		// the EOF came back): their answers are awaited, since DATA in any of them
+		// contradicts that end (checkEnd).
+		s.more()
+		return nil
 	}
 	s.fill()
 	if !s.more() {

@@ -151,7 +151,7 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, rest, err := t.receiveSmall(ctx, f, size, w)
+	n, rest, ends, err := t.receiveSmall(ctx, f, size, w)
 	if err != nil || !rest {
 		return n, err
 	}
@@ -160,20 +160,33 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 		return n, err
 	}
 	stop := watch(ctx, g)
+	var m int64
 	if err = ctx.Err(); err == nil {
-		var m int64
 		m, err = receive(g, lf, n, p)
-		n += m
 	}
 	stop()
 	closeWithin(t.ctx, g)
+	ends.sawData(n, m)
+	n += m
+	if err == nil {
+		// The engine found the end at n. What the first two READs said must agree
+		// with it (readEnds), or the part is good only up to the end they reported.
+		ends.sawEOF(n)
+		if cerr := ends.conflict(); cerr != nil {
+			n, err = ends.eof, g.err("read", cerr)
+			if terr := lf.Truncate(n); terr != nil {
+				err = errors.Join(err, terr)
+			}
+		}
+	}
 	return n, err
 }
 
 // receiveSmall does getSmall's two round trips. rest reports that the file may go on
-// past n, the bytes written to w.
-func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, err error) {
+// past n, the bytes written to w; ends is what the two READs said about the file's end.
+func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
 	cn := f.cn
+	ends = newReadEnds()
 	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
 	encs := []func(id uint32) []byte{
 		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
@@ -225,32 +238,50 @@ func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io
 		// A server that runs a handle's requests out of order may have closed it
 		// before a READ. Nothing was written yet: the engine reads the file again on
 		// a new handle, and reports the failure if it is real.
-		return 0, true, nil
+		return 0, true, ends, nil
 	}
 	if rerr != nil {
-		return 0, false, f.err("read", rerr)
+		return 0, false, ends, f.err("read", rerr)
 	}
+	ends = smallEnds(data, size)
 	first := data[0]
 	if first == nil && len(encs) == 2 {
-		return 0, false, nil // EOF at 0: the file was emptied since the listing
+		// EOF at 0: the file was emptied since the listing, unless the probe found data.
+		return 0, false, ends, f.err("read", ends.conflict())
 	}
 	if _, err := w.Write(first); err != nil {
-		return 0, false, err
+		return 0, false, ends, err
 	}
 	n = int64(len(first))
 	switch {
 	case len(encs) == 1: // an empty file: the probe read from 0
-		return n, len(first) > 0, nil
+		return n, len(first) > 0, ends, nil
 	case n < size:
 		// Short: the file shrank, or the server caps READs below this one. Only a
-		// READ from n tells which; what the probe brought is not next to n.
-		return n, true, nil
+		// READ from n tells which; what the probe brought is not next to n, but is
+		// kept in ends, which the end the engine finds must agree with.
+		return n, true, ends, nil
 	case len(data[1]) == 0:
-		return n, false, nil // EOF where the listing said
+		return n, false, ends, nil // EOF where the listing said
 	}
 	// The file grew since the listing: keep what the probe brought and go on.
 	m, err := w.Write(data[1])
-	return n + int64(m), err == nil, err
+	return n + int64(m), err == nil, ends, err
+}
+
+// smallEnds is what receiveSmall's READs (data[i] nil for EOF) said about the end:
+// the first read from 0, the second, if any, from size.
+func smallEnds(data [][]byte, size int64) readEnds {
+	ends := newReadEnds()
+	for i, d := range data {
+		off := int64(i) * size
+		if d == nil {
+			ends.sawEOF(off)
+		} else {
+			ends.sawData(off, int64(len(d)))
+		}
+	}
+	return ends
 }
 
 // smallData checks a reply to a READ of want bytes: its data, nil for EOF.

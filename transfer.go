@@ -36,6 +36,45 @@ type chunk struct {
 
 var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
 
+// readEnds is what a download's READ replies said about where the file ends: the
+// lowest offset a READ got EOF for, and the end of the furthest DATA. DATA past a
+// reported end contradicts it, in whichever order the two came: the server is faulty,
+// or the file changed during the read. Either way the bytes between that end and the
+// data past it are unknown, so the data is good only up to the end, and the download
+// fails there rather than pass for a shorter (or, written at offsets, holed) file.
+type readEnds struct {
+	eof     int64 // lowest offset a READ got EOF for, or -1
+	dataEnd int64 // end of the furthest DATA
+}
+
+func newReadEnds() readEnds { return readEnds{eof: -1} }
+
+func (e *readEnds) sawEOF(off int64) {
+	if e.eof < 0 || off < e.eof {
+		e.eof = off
+	}
+}
+
+func (e *readEnds) sawData(off, n int64) { e.dataEnd = max(e.dataEnd, off+n) }
+
+// conflict is the failure, at the reported end, of replies that contradict each other;
+// nil when they agree.
+func (e readEnds) conflict() error {
+	if e.eof >= 0 && e.dataEnd > e.eof {
+		return &eofConflictError{at: e.eof}
+	}
+	return nil
+}
+
+// eofConflictError is the failure of a download whose server reported the end of the
+// file at one offset and sent data past it (readEnds).
+type eofConflictError struct{ at int64 }
+
+func (e *eofConflictError) Error() string {
+	return fmt.Sprintf("sftp: the server reported the end of the file at %d but sent data past it "+
+		"(the file changed during the read, or the server is faulty)", e.at)
+}
+
 // firstFailure keeps the failure at the lowest offset: everything before it is good,
 // and it is what the caller gets once that good part has been handed over.
 type firstFailure struct {

@@ -59,11 +59,11 @@ type xsServer struct {
 // starts a Client on a server serving it, with tap watching the packets.
 type xsStarter struct {
 	dir   func(t *testing.T) string
-	start func(t *testing.T, dir string, tap *xsTap) *Client
+	start func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client
 }
 
 // xsEach starts a server of its own for each scenario.
-func xsEach(start func(t *testing.T, dir string, tap *xsTap) *Client) func(*testing.T) xsStarter {
+func xsEach(start func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client) func(*testing.T) xsStarter {
 	return func(*testing.T) xsStarter {
 		return xsStarter{dir: func(t *testing.T) string { return serverDir(t) }, start: start}
 	}
@@ -84,48 +84,48 @@ func xsShared(launch func(tb testing.TB, root string) *realserver.Server) func(*
 				t.Cleanup(func() { os.RemoveAll(d) })
 				return d
 			},
-			start: func(t *testing.T, dir string, tap *xsTap) *Client {
-				return startSSHClient(t, srv, filepath.Base(dir), tap)
+			start: func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
+				return startSSHClient(t, srv, filepath.Base(dir), tap, opts...)
 			},
 		}
 	}
 }
 
 var xsServers = []xsServer{
-	{xsOpenSSH, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
+	{xsOpenSSH, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		if _, err := os.Stat(sftpServerPath); err != nil {
 			t.Skipf("SKIPPED, real server unavailable: OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
 		}
-		return startPipeServer(t, exec.Command(sftpServerPath, "-e", "-d", dir), tap.wrap)
+		return startPipeServer(t, exec.Command(sftpServerPath, "-e", "-d", dir), tap.wrap, opts...)
 	})},
-	{xsRclone, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
-		return startPipeServer(t, rcloneCommand(t, dir), tap.wrap)
+	{xsRclone, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
+		return startPipeServer(t, rcloneCommand(t, dir), tap.wrap, opts...)
 	})},
-	{xsRcloneWrites, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
+	{xsRcloneWrites, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		cmd := rcloneCommand(t, dir)
 		// --vfs-write-back 0s: the file reaches the directory before CLOSE is
 		// answered (by default 5 s later, in the background).
 		cmd.Args = append(cmd.Args, "--vfs-cache-mode", "writes", "--vfs-write-back", "0s")
-		return startPipeServer(t, cmd, tap.wrap)
+		return startPipeServer(t, cmd, tap.wrap, opts...)
 	})},
-	{xsGreenEnd, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
+	{xsGreenEnd, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		if _, err := os.Stat(gesftpserverPath); err != nil {
 			t.Skipf("SKIPPED, real server unavailable: gesftpserver: %v (apt-get install gesftpserver)", err)
 		}
 		// It serves its working directory.
 		cmd := exec.Command(gesftpserverPath)
 		cmd.Dir = dir
-		return startPipeServer(t, cmd, tap.wrap)
+		return startPipeServer(t, cmd, tap.wrap, opts...)
 	})},
-	{xsProFTPD, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
+	{xsProFTPD, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		srv := realserver.StartProFTPD(t, dir)
-		return startSSHClient(t, srv, srv.User, tap)
+		return startSSHClient(t, srv, srv.User, tap, opts...)
 	})},
 	{xsAsyncSSH, xsShared(realserver.StartAsyncSSH)},
 	{xsParamiko, xsShared(realserver.StartParamiko)},
-	{xsDropbear, xsEach(func(t *testing.T, dir string, tap *xsTap) *Client {
+	{xsDropbear, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		srv := realserver.StartDropbear(t, dir)
-		return startSSHClient(t, srv, srv.User, tap)
+		return startSSHClient(t, srv, srv.User, tap, opts...)
 	})},
 }
 

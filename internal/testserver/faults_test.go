@@ -213,6 +213,25 @@ func TestStallAndRelease(t *testing.T) {
 	require.ErrorIs(t, s.WaitStalled(ctx, 5), context.Canceled)
 }
 
+// ReleaseStalledWhere releases the chosen replies, in the order withheld, and keeps the
+// others; successive calls decide the order the client sees.
+func TestReleaseStalledWhere(t *testing.T) {
+	s := newServer(t, Options{Stall: func(req Request) bool { return req.Type == TypeStat }})
+	c := dial(t, s)
+	writeAll(c, statPkt(1, "/"), statPkt(2, "/a"), statPkt(3, "/"), statPkt(4, "/b"))
+	require.NoError(t, s.WaitStalled(context.Background(), 4))
+	require.Equal(t, 2, s.ReleaseStalledWhere(func(r Request) bool { return r.Path != "/" }))
+	require.Equal(t, 2, s.Stalled())
+	require.EqualValues(t, 2, c.recv().id)
+	require.EqualValues(t, 4, c.recv().id)
+	require.Equal(t, 0, s.ReleaseStalledWhere(func(r Request) bool { return r.ID == 99 }))
+	require.Equal(t, 1, s.ReleaseStalledWhere(func(r Request) bool { return r.ID == 3 }))
+	require.Equal(t, 1, s.ReleaseStalled())
+	require.Equal(t, 0, s.Stalled())
+	require.EqualValues(t, 3, c.recv().id)
+	require.EqualValues(t, 1, c.recv().id)
+}
+
 func TestCloseUnblocksStall(t *testing.T) {
 	s := New(Options{Stall: func(Request) bool { return true }})
 	c := connect(t, s)

@@ -80,9 +80,13 @@ type Options struct {
 	// groups of up to Reorder. A group is released early whenever the
 	// server has no complete request waiting to be read, so a client that
 	// waits for a reply before sending more is never stalled. The shuffle is
-	// seeded from Reorder and the session number, so runs are repeatable
-	// for the same arrival pattern.
+	// seeded from Reorder, Seed and the session number, so runs are
+	// repeatable for the same arrival pattern.
 	Reorder int
+
+	// Seed varies the Reorder shuffle: tests that draw many servers from one
+	// random seed give each its own order.
+	Seed uint64
 
 	// Latency, if > 0, releases each reply no earlier than Latency after its
 	// request was read. Replies wait in a timestamped queue in the writer;
@@ -399,10 +403,16 @@ func (s *Server) WaitStalled(ctx context.Context, n int) error {
 // withheld, after replies already queued) and returns how many. Requests
 // stalled later are withheld again. This is how a test produces a late
 // reply, e.g. one that arrives after the client gave up waiting.
-func (s *Server) ReleaseStalled() int {
+func (s *Server) ReleaseStalled() int { return s.ReleaseStalledWhere(nil) }
+
+// ReleaseStalledWhere is ReleaseStalled for the withheld replies whose request match
+// accepts; the others stay withheld. Replies released by successive calls go out in
+// the order of the calls, so a test can choose the order in which a client sees a
+// set of replies: stall them all, then release one group after another.
+func (s *Server) ReleaseStalledWhere(match func(Request) bool) int {
 	total := 0
 	for _, ss := range s.liveSessions() {
-		total += ss.releaseStalled()
+		total += ss.releaseStalled(match)
 	}
 	s.stallDelta(-total)
 	return total

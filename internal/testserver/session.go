@@ -67,9 +67,10 @@ type session struct {
 	sent int64
 	rng  *rand.Rand
 
-	mu       sync.Mutex // guards stalled and released
-	stalled  []item
-	released []item
+	mu          sync.Mutex // guards stalled, stalledReqs and released
+	stalled     []item
+	stalledReqs []Request // what each of stalled answers, for ReleaseStalledWhere
+	released    []item
 
 	initSeen bool // under in.mu: the first packet (INIT) isn't counted
 
@@ -90,7 +91,7 @@ func newSession(srv *Server, in, out *pipe, n uint64) *session {
 		writerDone: make(chan struct{}),
 		release:    make(chan struct{}, 1),
 		handles:    make(map[string]*handle),
-		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder), n)),
+		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder)^srv.cfg.Seed, n)),
 	}
 	in.onPacket = ss.requestWritten
 	out.onMark = ss.replyRead
@@ -213,7 +214,7 @@ func (ss *session) finish() {
 	// the ones still withheld are dropped here.
 	ss.mu.Lock()
 	dropped := len(ss.stalled)
-	ss.stalled, ss.released = nil, nil
+	ss.stalled, ss.stalledReqs, ss.released = nil, nil, nil
 	ss.mu.Unlock()
 	ss.srv.stallDelta(-dropped)
 
@@ -241,8 +242,9 @@ func (ss *session) emit(r *request, b []byte) {
 		it.due = r.arrival.Add(ss.cfg.Latency)
 	}
 	stall := false
+	var pub Request
 	if ss.cfg.Stall != nil || ss.cfg.Corrupt != nil {
-		pub := r.public()
+		pub = r.public()
 		stall = ss.cfg.Stall != nil && ss.cfg.Stall(pub)
 		if ss.cfg.Corrupt != nil {
 			if pkts := ss.cfg.Corrupt(pub, b); pkts != nil {
@@ -253,6 +255,7 @@ func (ss *session) emit(r *request, b []byte) {
 	if stall {
 		ss.mu.Lock()
 		ss.stalled = append(ss.stalled, it)
+		ss.stalledReqs = append(ss.stalledReqs, pub)
 		ss.mu.Unlock()
 		ss.srv.stallDelta(1)
 		return
@@ -260,12 +263,22 @@ func (ss *session) emit(r *request, b []byte) {
 	ss.items <- it
 }
 
-// releaseStalled moves the withheld replies to the writer's inbox.
-func (ss *session) releaseStalled() int {
+// releaseStalled moves the withheld replies whose request match accepts (all of them
+// when match is nil) to the writer's inbox, in the order they were withheld.
+func (ss *session) releaseStalled(match func(Request) bool) int {
 	ss.mu.Lock()
-	n := len(ss.stalled)
-	ss.released = append(ss.released, ss.stalled...)
-	ss.stalled = nil
+	n := 0
+	keep, keepReqs := ss.stalled[:0], ss.stalledReqs[:0]
+	for i, it := range ss.stalled {
+		if match == nil || match(ss.stalledReqs[i]) {
+			ss.released = append(ss.released, it)
+			n++
+		} else {
+			keep, keepReqs = append(keep, it), append(keepReqs, ss.stalledReqs[i])
+		}
+	}
+	clear(ss.stalled[len(keep):])
+	ss.stalled, ss.stalledReqs = keep, keepReqs
 	ss.mu.Unlock()
 	if n > 0 {
 		select {
