@@ -141,8 +141,8 @@ func BenchmarkReadFrom(b *testing.B) {
 }
 
 func BenchmarkReadAt(b *testing.B) {
-	for _, chunk := range []int{32 << 10, 1 << 20, 8 << 20} {
-		b.Run(fmt.Sprintf("server=openssh/chunk=%dKiB", chunk>>10), func(b *testing.B) {
+	for _, chunk := range []int{1, 32 << 10, 1 << 20, 8 << 20} {
+		b.Run(fmt.Sprintf("server=openssh/chunk=%dB", chunk), func(b *testing.B) {
 			const size = 64 << 20
 			dir := benchDir(b)
 			writeBenchFile(b, dir, "src", size)
