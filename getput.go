@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"reflect"
 	"time"
 
@@ -210,11 +209,16 @@ var (
 	errNotRegular    = errors.New("sftp: not a regular file or directory")
 )
 
-// Get copies the remote file or, with Recursive, directory to local. When local is an
-// existing directory the copy goes inside it under the source's base name, as with cp;
-// otherwise local is the copy's name. Each file is written to a part file and renamed
-// into place only once complete, so an existing file is replaced whole or not at all.
-// On failure a part file holding data stays for Resume; one with none is removed.
+// Get copies the remote file or, with Recursive, directory to local. local names the
+// copy itself, as with GNU cp -T, never a directory to put it in: a file's copy is
+// local (an existing directory there is an error), a tree's copy is the directory
+// local, made if missing and merged into if it exists. So the same Get run twice
+// lands in the same place, and with SkipUnchanged the second run moves nothing. To
+// copy into a directory under the source's base name, use GetAll.
+//
+// Each file is written to a part file and renamed into place only once complete, so
+// an existing file is replaced whole or not at all. On failure a part file holding
+// data stays for Resume; one with none is removed.
 //
 // Every local write goes through an os.Root opened on the directory that receives the
 // copy, so no name or link the server sends resolves outside it (see Recursive).
@@ -261,7 +265,7 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 		return pathErr("get", remote, errNotRegular)
 	}
 	perm := dirPerm(fi.Mode(), remoteHasPerm(fi))
-	if t.local, err = openLocalDest(remote, local, tree, perm); err != nil {
+	if t.local, err = openLocalDest(local, tree, perm); err != nil {
 		return pathErr("get", remote, err)
 	}
 	defer t.local.close()
@@ -272,13 +276,15 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
 }
 
-// Put copies the local file or, with Recursive, directory to remote. When remote is an
-// existing directory the copy goes inside it under the source's base name, as with cp;
-// otherwise remote is the copy's name. Each file is uploaded under a part name in its
-// destination directory and renamed over the destination (posix-rename@openssh.com, so
-// an existing file is replaced atomically) only after all its data, its metadata and
-// the handle's close succeeded. On failure a part file holding data stays for Resume;
-// one with none is removed.
+// Put copies the local file or, with Recursive, directory to remote. remote names the
+// copy itself, as for Get: a file's copy is remote (an existing directory there is an
+// error), a tree's copy is the directory remote, made if missing and merged into if it
+// exists. To copy into a directory under the source's base name, use PutAll.
+//
+// Each file is uploaded under a part name in its destination directory and renamed
+// over the destination (posix-rename@openssh.com, so an existing file is replaced
+// atomically) only after all its data, its metadata and the handle's close succeeded.
+// On failure a part file holding data stays for Resume; one with none is removed.
 //
 // Cancellation and failures behave as for Get.
 func (c *Client) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {
@@ -293,21 +299,18 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 	if err != nil {
 		return err
 	}
-	dst := remote
 	if fi.IsDir() {
 		if !t.o.recursive {
 			return pathErr("put", local, errNeedRecursive)
 		}
 		var root remoteRoot
-		if dst, root, err = t.lookRemoteRoot(ctx, remote, filepath.Base(local)); err != nil {
-			return err
-		}
-		return t.putTree(ctx, local, dst, fi, root)
+		root.fi, root.err = c.Lstat(ctx, remote)
+		return t.putTree(ctx, local, remote, fi, root)
 	}
 	rfi, err := c.Stat(ctx, remote)
 	switch {
 	case err == nil && rfi.IsDir():
-		dst = path.Join(remote, filepath.Base(local))
+		return pathErr("put", remote, errIsDirectory)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
@@ -315,7 +318,7 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return pathErr("put", local, errNotRegular)
 	}
 	t.rep.plan(1, fi.Size())
-	return pathErr("put", local, t.putFile(ctx, local, dst, fi))
+	return pathErr("put", local, t.putFile(ctx, local, remote, fi))
 }
 
 // watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a

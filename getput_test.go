@@ -266,7 +266,9 @@ func TestGetPutReplacesExisting(t *testing.T) {
 	require.Equal(t, gpData(10, 3), gpRead(t, filepath.Join(local, "g")))
 }
 
-func TestGetPutIntoDirectory(t *testing.T) {
+// TestGetPutNamesTheCopy: the destination is the copy itself, never a directory to
+// put it in; relative remote paths resolve against the server's start directory.
+func TestGetPutNamesTheCopy(t *testing.T) {
 	serveDir := t.TempDir()
 	c, _ := getPutClient(t, serveDir)
 	ctx := gpCtx(t)
@@ -274,18 +276,20 @@ func TestGetPutIntoDirectory(t *testing.T) {
 	data := gpData(12345, 3)
 	gpWrite(t, filepath.Join(local, "a.txt"), data)
 
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote))
+	// A file onto an existing directory is an error, both ways, and nothing moves.
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote), errIsDirectory)
+	require.Empty(t, dirNames(t, remote))
+	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), filepath.Join(remote, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(remote, "a.txt")))
-
 	into := filepath.Join(local, "into")
 	require.NoError(t, os.Mkdir(into, 0o755))
-	require.NoError(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into))
+	require.ErrorIs(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into), errIsDirectory)
+	require.Empty(t, dirNames(t, into))
+	require.NoError(t, c.Get(ctx, filepath.Join(remote, "a.txt"), filepath.Join(into, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(into, "a.txt")))
 
-	// Relative remote paths resolve against the server's start directory, and "."
-	// is a directory like any other.
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."))
-	require.Equal(t, data, gpRead(t, filepath.Join(serveDir, "a.txt")))
+	// "." is the server's start directory, a directory like any other.
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."), errIsDirectory)
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), "rel.txt"))
 	require.Equal(t, data, gpRead(t, filepath.Join(serveDir, "rel.txt")))
 	require.NoError(t, c.Get(ctx, "rel.txt", filepath.Join(local, "rel-back.txt")))
@@ -308,10 +312,14 @@ func TestGetLocalNames(t *testing.T) {
 	// Missing parents of a tree's copy are made.
 	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "a", "b", "c"), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(local, "a", "b", "c")))
-	// A remote path with no base name ("." here) copies into the existing directory.
+	// The copy of "." is the directory named, as for any other tree: merged into
+	// when it exists.
 	into := filepath.Join(local, "into")
 	require.NoError(t, os.Mkdir(into, 0o755))
 	require.NoError(t, c.Get(ctx, ".", into, Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
+	// A local path with no base name is the directory it names.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(into, "tree", "."), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
 	// A single file's copy needs its parent, and an empty local name is refused.
 	require.Error(t, c.Get(ctx, "tree/f", filepath.Join(local, "missing", "f")))
@@ -356,12 +364,10 @@ func TestGetPutTree(t *testing.T) {
 	require.Equal(t, want, listTree(t, filepath.Join(remote, "copy")))
 	up.check(t, 301, size)
 
-	// Into an existing directory: the copy is made inside it under the source's name;
-	// a second time, files and links already there are replaced.
-	for range 2 {
-		require.NoError(t, c.Put(ctx, src, remote, Recursive()))
-		require.Equal(t, want, listTree(t, filepath.Join(remote, "tree")))
-	}
+	// Again: the copy is merged into what the first made, files and links already
+	// there replaced, nothing nested inside it.
+	require.NoError(t, c.Put(ctx, src, filepath.Join(remote, "copy"), Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(remote, "copy")))
 
 	var down events
 	back := filepath.Join(local, "back")
@@ -369,10 +375,8 @@ func TestGetPutTree(t *testing.T) {
 	require.Equal(t, want, listTree(t, back))
 	down.check(t, 301, size)
 
-	for range 2 {
-		require.NoError(t, c.Get(ctx, filepath.Join(remote, "copy"), back, Recursive()))
-		require.Equal(t, want, listTree(t, filepath.Join(back, "copy")))
-	}
+	require.NoError(t, c.Get(ctx, filepath.Join(remote, "copy"), back, Recursive()))
+	require.Equal(t, want, listTree(t, back))
 }
 
 func TestGetPutTreeThroughLink(t *testing.T) {
@@ -383,8 +387,8 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 	require.NoError(t, os.Symlink("real", filepath.Join(local, "via")))
 	want := listTree(t, filepath.Join(local, "real"))
 
-	// A link given as the source is followed; the copy takes the link's name.
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "via"), remote, Recursive()))
+	// A link given as the source is followed.
+	require.NoError(t, c.Put(ctx, filepath.Join(local, "via"), filepath.Join(remote, "via"), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(remote, "via")))
 	require.NoError(t, os.Symlink("via", filepath.Join(remote, "rvia")))
 	require.NoError(t, c.Get(ctx, filepath.Join(remote, "rvia"), filepath.Join(local, "back"), Recursive()))
@@ -537,7 +541,7 @@ func TestGetPutResume(t *testing.T) {
 		gpWrite(t, filepath.Join(tree, "a"), data)
 		gpWrite(t, filepath.Join(tree, "b", "c"), data)
 		gpWrite(t, filepath.Join(remote, "rtree", "b", ".c"+partSuffix), stale)
-		require.NoError(t, c.Put(ctx, tree, remote, Recursive(), Resume()))
+		require.NoError(t, c.Put(ctx, tree, filepath.Join(remote, "rtree"), Recursive(), Resume()))
 		require.Equal(t, data, gpRead(t, filepath.Join(remote, "rtree", "a")))
 		require.Equal(t, want, gpRead(t, filepath.Join(remote, "rtree", "b", "c")))
 	})
@@ -703,7 +707,7 @@ func TestGetPutTreeFailureStopsTheRest(t *testing.T) {
 	// One destination name is taken by a non-empty directory: its rename fails.
 	gpWrite(t, filepath.Join(remote, "tree", "f25", "x"), nil)
 	before := serverFDs(t, pid)
-	err := c.Put(ctx, tree, remote, Recursive(), Parallel(8))
+	err := c.Put(ctx, tree, filepath.Join(remote, "tree"), Recursive(), Parallel(8))
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "put", pe.Op)

@@ -65,7 +65,7 @@ func TestHostileGetPartNameLink(t *testing.T) {
 
 	out := filepath.Join(local, "top")
 	for run := range 2 {
-		require.NoError(t, c.Get(ctx, filepath.Join(remote, "top"), local, Recursive()), "run %d", run)
+		require.NoError(t, c.Get(ctx, filepath.Join(remote, "top"), out, Recursive()), "run %d", run)
 		unchanged()
 		require.Equal(t, []byte("from the server"), gpRead(t, filepath.Join(out, "x")))
 		require.NoFileExists(t, filepath.Join(out, "x"+partSuffix))
@@ -95,7 +95,7 @@ func TestHostileGetLinkFromEarlierRun(t *testing.T) {
 	require.NoError(t, os.Symlink(victim, filepath.Join(top, "a", "d")))
 
 	// Run 1: the link is recreated as a link (nothing written through it).
-	require.NoError(t, c.Get(ctx, top, local, Recursive()))
+	require.NoError(t, c.Get(ctx, top, filepath.Join(local, "top"), Recursive()))
 	target, err := os.Readlink(filepath.Join(local, "top", "a", "d"))
 	require.NoError(t, err)
 	require.Equal(t, victim, target)
@@ -107,12 +107,13 @@ func TestHostileGetLinkFromEarlierRun(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(top, "a", "d"), 0o777))
 
 	// Nested: the tree's a/d meets the link.
-	err = c.Get(ctx, top, local, Recursive(), Preserve())
+	err = c.Get(ctx, top, filepath.Join(local, "top"), Recursive(), Preserve())
 	require.ErrorIs(t, err, errLinkInTheWay)
 	untouched()
 
-	// Root: the copy itself is the link.
-	err = c.Get(ctx, filepath.Join(top, "a", "d"), filepath.Join(local, "top", "a"), Recursive(), Preserve())
+	// Root: the copy itself is the link (as when a caller names the copy after the
+	// source's base name in a directory an earlier run filled).
+	err = c.Get(ctx, filepath.Join(top, "a", "d"), filepath.Join(local, "top", "a", "d"), Recursive(), Preserve())
 	require.ErrorIs(t, err, errLinkInTheWay)
 	untouched()
 }
@@ -386,13 +387,13 @@ func TestHostilePutThroughRemoteLinks(t *testing.T) {
 	gpWrite(t, filepath.Join(local, "tree", "d", "authorized_keys"), []byte("ssh-ed25519 attacker"))
 	require.NoError(t, os.MkdirAll(filepath.Join(remote, "nested", "tree"), 0o755))
 	require.NoError(t, os.Symlink(dir, filepath.Join(remote, "nested", "tree", "d")))
-	err := c.Put(ctx, filepath.Join(local, "tree"), filepath.Join(remote, "nested"), Recursive(), Preserve())
+	err := c.Put(ctx, filepath.Join(local, "tree"), filepath.Join(remote, "nested", "tree"), Recursive(), Preserve())
 	require.ErrorIs(t, err, errLinkInTheWay)
 	untouched()
 
 	require.NoError(t, os.Mkdir(filepath.Join(remote, "root"), 0o755))
 	require.NoError(t, os.Symlink(dir, filepath.Join(remote, "root", "d")))
-	err = c.Put(ctx, filepath.Join(local, "tree", "d"), filepath.Join(remote, "root"), Recursive(), Preserve())
+	err = c.Put(ctx, filepath.Join(local, "tree", "d"), filepath.Join(remote, "root", "d"), Recursive(), Preserve())
 	require.ErrorIs(t, err, errLinkInTheWay)
 	untouched()
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"time"
 )
@@ -20,7 +19,7 @@ import (
 
 var (
 	errLinkInTheWay = errors.New("sftp: a symbolic link is where the copy has a directory; it is not followed")
-	errNoLocalName  = errors.New("sftp: the remote path has no base name to give the local copy")
+	errIsDirectory  = errors.New("sftp: the destination is a directory; Get and Put name the copy itself (copy into a directory with GetAll or PutAll)")
 )
 
 // localDest is the local side of one Get: the directory that receives the copy, and
@@ -31,31 +30,29 @@ type localDest struct {
 	name string // the copy's name in root: a plain name, or "." for root itself
 }
 
-// openLocalDest works out where a Get of remote to local goes, as cp does: into local
-// under the remote's base name when local is an existing directory, else to local
-// itself. For a tree the copy's parent directories are made (with perm) if missing;
-// a file's must exist.
-func openLocalDest(remote, local string, tree bool, perm fs.FileMode) (*localDest, error) {
+// openLocalDest opens where a Get to local writes. local names the copy itself, so
+// that running the same Get again lands in the same place: a file's copy is local
+// (an existing directory there is an error), a tree's copy is the directory local,
+// made if missing (with its parents, with perm) and merged into if present. The
+// directories on the way to local are the caller's, and links among them are
+// followed; the copy's own name is held to the rule of every name in the tree (a
+// link there is replaced for a file and refused for a tree), except when it has no
+// base name ("/", ".", ".."), when the root is opened on local itself.
+func openLocalDest(local string, tree bool, perm fs.FileMode) (*localDest, error) {
 	if local == "" {
 		return nil, errors.New("sftp: empty local path")
 	}
-	d := &localDest{dir: local, name: path.Base(remote)}
-	if lfi, err := os.Stat(local); err != nil || !lfi.IsDir() {
-		local = filepath.Clean(local) // "new/" names new, not new/new
-		d.dir, d.name = filepath.Dir(local), filepath.Base(local)
-	}
+	clean := filepath.Clean(local) // "new/" names new, not new/new
+	d := &localDest{dir: filepath.Dir(clean), name: filepath.Base(clean)}
 	if !plainName(d.name) {
-		// A remote base name such as "/" or "..": a tree is copied into the
-		// directory itself, and a file has no name to take.
-		if !tree {
-			return nil, errNoLocalName
-		}
-		d.name = "."
+		d.dir, d.name = clean, "."
 	}
-	if tree {
-		if err := os.MkdirAll(d.dir, perm); err != nil {
-			return nil, err
+	if !tree {
+		if fi, err := os.Stat(clean); err == nil && fi.IsDir() {
+			return nil, errIsDirectory
 		}
+	} else if err := os.MkdirAll(d.dir, perm); err != nil {
+		return nil, err
 	}
 	root, err := os.OpenRoot(d.dir)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -261,34 +260,8 @@ type remoteRoot struct {
 	err error
 }
 
-// lookRemoteRoot finds where the tree base is put under remote goes, as Put's rule
-// says (inside remote when that is a directory, else remote itself), and what is
-// there. The Stat of remote and the Lstats of both candidates go out together: one
-// round trip where asking in turn would take two.
-func (t *getPutCall) lookRemoteRoot(ctx context.Context, remote, base string) (string, remoteRoot, error) {
-	inside := path.Join(remote, base)
-	var (
-		rfi       fs.FileInfo
-		rerr      error
-		as, insid remoteRoot
-		wg        sync.WaitGroup
-	)
-	wg.Add(3)
-	go func() { defer wg.Done(); rfi, rerr = t.c.Stat(ctx, remote) }()
-	go func() { defer wg.Done(); as.fi, as.err = t.c.Lstat(ctx, remote) }()
-	go func() { defer wg.Done(); insid.fi, insid.err = t.c.Lstat(ctx, inside) }()
-	wg.Wait()
-	switch {
-	case rerr == nil && rfi.IsDir():
-		return inside, insid, nil
-	case rerr != nil && !errors.Is(rerr, fs.ErrNotExist):
-		return "", remoteRoot{}, rerr
-	}
-	return remote, as, nil
-}
-
 // putTree copies the local directory src, described by root, to the remote path dst,
-// of which lookRemoteRoot learned rr.
+// of which Lstat said rr.
 func (t *getPutCall) putTree(ctx context.Context, src, dst string, root fs.FileInfo, rr remoteRoot) error {
 	pl, err := walkLocal(src, dst, root)
 	if err != nil {
