@@ -32,13 +32,16 @@ type transferOptions struct {
 	fsync     bool
 	parallel  int
 	progress  func(Progress)
-	limits    walkLimits // of a recursive Get's listing; tests lower them
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
+
+	// afterPartLstat, set by tests only, runs between Resume's LSTAT of a remote part
+	// file and its OPEN: where a third party could swap the part.
+	afterPartLstat func(part string)
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -149,14 +152,17 @@ type getPutCall struct {
 	rep   *reporter
 	local *localDest // Get: where every local write goes
 	// share is how many files move side by side: each file's transfer keeps that
-	// share of the window (File.share), so a tree's memory stays bounded.
+	// share of the window (File.share, see fileShare), so a tree's memory stays
+	// bounded.
 	share int
 	// rootDir is a recursive Get's root, opened with its Stat, for the walk to list.
 	rootDir *Dir
+	// tree is the tree transfer this call runs, if it is one.
+	tree *treeRun
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
-	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{limits: defaultWalkLimits}}
+	t := &getPutCall{c: c, ctx: ctx}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -233,22 +239,7 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if err != nil {
 		return err
 	}
-	// A recursive Get will list remote if it is a directory: its OPENDIR goes out with
-	// the Stat rather than a round trip after it.
-	var pre preopened
-	if t.o.recursive {
-		pre.done = make(chan struct{})
-		go func() {
-			defer close(pre.done)
-			pre.d, pre.err = c.openDir(ctx, remote)
-		}()
-	}
-	fi, err := c.Stat(ctx, remote)
-	if err == nil && fi.IsDir() {
-		t.rootDir = pre.take()
-	} else {
-		pre.discard(ctx)
-	}
+	fi, err := t.statSource(remote)
 	defer func() {
 		if t.rootDir != nil {
 			t.rootDir.close(ctx) // not listed: the Get failed before its walk
@@ -257,23 +248,51 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if err != nil {
 		return err
 	}
-	tree := fi.IsDir()
-	if tree && !t.o.recursive {
-		return pathErr("get", remote, errNeedRecursive)
+	if fi.IsDir() {
+		if t.local, err = openLocalDest(local, true, dirPerm(fi.Mode(), remoteHasPerm(fi))); err != nil {
+			return pathErr("get", remote, err)
+		}
+		defer t.local.close()
+		return t.getTree(remote, fi)
 	}
-	if !tree && !fi.Mode().IsRegular() {
-		return pathErr("get", remote, errNotRegular)
+	t.rep.plan(remoteSize(fi))
+	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
+		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
 	}
-	perm := dirPerm(fi.Mode(), remoteHasPerm(fi))
-	if t.local, err = openLocalDest(local, tree, perm); err != nil {
+	if t.local, err = openLocalDest(local, false, 0); err != nil {
 		return pathErr("get", remote, err)
 	}
 	defer t.local.close()
-	if tree {
-		return t.getTree(ctx, remote, t.local.name, fi)
-	}
-	t.rep.plan(1, remoteSize(fi))
 	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
+}
+
+// statSource looks at what a Get copies: a regular file, or with Recursive a
+// directory. A recursive Get will list remote if it is a directory: its OPENDIR goes
+// out with the Stat rather than a round trip after it, and is kept in t.rootDir.
+func (t *getPutCall) statSource(remote string) (fs.FileInfo, error) {
+	var pre preopened
+	if t.o.recursive {
+		pre.done = make(chan struct{})
+		go func() {
+			defer close(pre.done)
+			pre.d, pre.err = t.c.openDir(t.ctx, remote)
+		}()
+	}
+	fi, err := t.c.Stat(t.ctx, remote)
+	if err == nil && fi.IsDir() {
+		t.rootDir = pre.take()
+	} else {
+		pre.discard(t.ctx)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case fi.IsDir() && !t.o.recursive:
+		return nil, pathErr("get", remote, errNeedRecursive)
+	case !fi.IsDir() && !fi.Mode().IsRegular():
+		return nil, pathErr("get", remote, errNotRegular)
+	}
+	return fi, nil
 }
 
 // Put copies the local file or, with Recursive, directory to remote. remote names the
@@ -296,29 +315,40 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return pathErr("put", local, errUnsupportedExt(extFsync))
 	}
 	fi, err := os.Stat(local)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if fi.IsDir() {
-		if !t.o.recursive {
-			return pathErr("put", local, errNeedRecursive)
-		}
+	case fi.IsDir() && !t.o.recursive:
+		return pathErr("put", local, errNeedRecursive)
+	case fi.IsDir():
 		var root remoteRoot
-		root.fi, root.err = c.Lstat(ctx, remote)
-		return t.putTree(ctx, local, remote, fi, root)
+		if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
+			return root.err
+		}
+		return t.putTree(local, remote, fi, root)
+	case !fi.Mode().IsRegular():
+		return pathErr("put", local, errNotRegular)
 	}
-	rfi, err := c.Stat(ctx, remote)
+	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
+}
+
+// putFileTo copies the local file ls to remote, the copy's name.
+func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote string) error {
+	// Lstat: a link at remote is replaced by the copy, as in a tree.
+	rfi, err := t.c.Lstat(ctx, remote)
 	switch {
 	case err == nil && rfi.IsDir():
 		return pathErr("put", remote, errIsDirectory)
+	case err == nil && rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		return pathErr("put", remote, errRemoteFIFO)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return pathErr("put", local, errNotRegular)
+	t.rep.plan(ls.info.Size())
+	if err == nil && rfi.Mode()&fs.ModeDevice != 0 {
+		return t.putInPlace(ctx, ls, remote)
 	}
-	t.rep.plan(1, fi.Size())
-	return pathErr("put", local, t.putFile(ctx, local, remote, fi))
+	return t.putFile(ctx, ls, remote)
 }
 
 // watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
@@ -361,7 +391,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 	if err != nil {
 		return nil, err
 	}
-	f.share = t.share
+	f.share = t.fileShare()
 	f.callDone = t.ctx.Done()
 	if err := stop.Err(); err != nil {
 		closeWithin(t.ctx, f)
@@ -382,17 +412,8 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
 	if t.o.resume {
-		pfi, serr := t.local.lstat(part)
-		switch {
-		case serr == nil && !pfi.Mode().IsRegular():
-			return pathErr("resume", t.local.path(part), errNotRegular)
-		case serr == nil:
-			if off = pfi.Size(); size >= 0 && off > size {
-				return partTooLong(t.local.path(part), off, size)
-			}
-			resumed = pfi
-		case !errors.Is(serr, fs.ErrNotExist):
-			return serr
+		if off, resumed, err = t.local.resumePoint(part, size); err != nil {
+			return err
 		}
 	}
 	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
@@ -411,22 +432,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
-
-	var n int64
-	if off == 0 && t.smallGet(size) {
-		n, err = t.getSmall(ctx, f, src, lf, size, p) // closes f
-	} else {
-		stop := watch(ctx, f)
-		// Checked here too because the watch acts from another goroutine: a ctx that
-		// ended already (say from a progress callback) must not let data through first.
-		if err = ctx.Err(); err == nil {
-			n, err = receive(f, lf, off, p)
-		}
-		stop()
-		// Free the handle before the local work. A read handle's CLOSE reports nothing
-		// that matters to data already received.
-		closeWithin(t.ctx, f)
-	}
+	n, err := t.download(ctx, f, src, lf, off, size, p)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -441,6 +447,25 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		return stopped(ctx, err)
 	}
 	return t.local.rename(part, dst)
+}
+
+// download moves the data of f (opened on src, listed as size bytes) into lf from off,
+// by the two round trips of a small file or by the engine, and closes f.
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+	if off == 0 && t.smallGet(size) {
+		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+	}
+	stop := watch(ctx, f)
+	// Checked here too because the watch acts from another goroutine: a ctx that
+	// ended already (say from a progress callback) must not let data through first.
+	if err = ctx.Err(); err == nil {
+		n, err = receive(f, lf, off, p)
+	}
+	stop()
+	// Free the handle before the local work. A read handle's CLOSE reports nothing
+	// that matters to data already received.
+	closeWithin(t.ctx, f)
+	return n, err
 }
 
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
@@ -475,7 +500,13 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 			return err
 		}
 		if at, mt, ok := remoteTimes(fi); ok {
-			if err := t.local.chtimes(part, at, mt); err != nil {
+			// Through the descriptor where the system allows: the name could have
+			// been swapped since.
+			err := futimes(lf, at, mt)
+			if errors.Is(err, errors.ErrUnsupported) {
+				err = t.local.chtimes(part, at, mt)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -488,13 +519,14 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 	return lf.Close()
 }
 
-// putFile copies the local regular file src, described by fi, to the remote path dst.
-func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+// putFile copies the local regular file src to the remote path dst.
+func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
+	src, fi := ls.path, ls.info
 	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
-	lf, err := os.Open(src)
+	lf, err := ls.open()
 	if err != nil {
 		return err
 	}
@@ -503,21 +535,8 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var f *File
 	if t.o.resume {
-		pfi, serr := t.c.Lstat(ctx, part)
-		switch {
-		case serr == nil && !pfi.Mode().IsRegular():
-			return pathErr("resume", part, errNotRegular)
-		case serr == nil:
-			if off = pfi.Size(); off > fi.Size() {
-				return partTooLong(part, off, fi.Size())
-			}
-			// WRITE only: the part's bytes are kept, and a server that refuses
-			// read-write opens still allows it.
-			if f, err = t.openRemote(ctx, part, os.O_WRONLY, 0); err != nil {
-				return err
-			}
-		case !errors.Is(serr, fs.ErrNotExist):
-			return serr
+		if f, off, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
+			return err
 		}
 	}
 	if f == nil {

@@ -91,10 +91,21 @@ func (d *localDest) remove(name string) error { return d.err(d.root.Remove(name)
 
 func (d *localDest) rename(from, to string) error { return d.err(d.root.Rename(from, to)) }
 
-func (d *localDest) chmod(name string, mode fs.FileMode) error {
-	return d.err(d.root.Chmod(name, mode))
+// setDirMeta gives the directory name its mode and, when setTimes, its times,
+// through a descriptor of the directory itself (localsource.go): os.Root's Chmod and
+// Chtimes follow a final link, to wherever in the root it leads.
+func (d *localDest) setDirMeta(name string, mode fs.FileMode, setTimes bool, atime, mtime time.Time) error {
+	if err := setDirMeta(d.root, name, mode, setTimes, atime, mtime); err != nil {
+		if errors.Is(err, errSwapped) {
+			return pathErr("chmod", d.path(name), errNoLongerDir)
+		}
+		return d.err(err)
+	}
+	return nil
 }
 
+// chtimes sets the times of the part file name. It follows a final link, which stays
+// inside the root: the part was just created exclusively and written by this Get.
 func (d *localDest) chtimes(name string, atime, mtime time.Time) error {
 	return d.err(d.root.Chtimes(name, atime, mtime))
 }
@@ -120,16 +131,16 @@ func (d *localDest) createPart(name string, perm fs.FileMode) (*os.File, error) 
 }
 
 // reopenPart opens for Resume the part file that fi (from lstat) describes as a
-// regular file. Opening follows a final link, so what opened is checked to be that
-// same file: a link put there meanwhile is refused, not written through.
+// regular file, checked to be that same file (localsource.go): a link put there
+// meanwhile is refused, not written through, and a FIFO does not block the open.
 func (d *localDest) reopenPart(name string, fi fs.FileInfo) (*os.File, error) {
-	f, err := d.root.OpenFile(name, os.O_WRONLY, 0)
+	f, err := d.root.OpenFile(name, os.O_WRONLY|localOpenFlags, 0)
 	if err != nil {
 		return nil, d.err(err)
 	}
-	if ofi, err := f.Stat(); err != nil || !os.SameFile(fi, ofi) {
+	if err := checkOpened(f, fi, fs.FileMode.IsRegular); err != nil {
 		f.Close()
-		return nil, pathErr("resume", d.path(name), errNotRegular)
+		return nil, pathErr("resume", d.path(name), err)
 	}
 	return f, nil
 }
