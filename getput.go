@@ -48,21 +48,32 @@ type transferOptions struct {
 // call before anything is touched.
 type TransferOption func(*transferOptions) error
 
-// Recursive lets Get and Put copy a directory and everything below it. Directories are
-// created first; then files move with up to Parallel of them in flight. Symbolic links
-// inside the tree are recreated as links with the same target, not followed (like
-// cp -r, or rsync -l); a link given as the source itself is followed. Other special
-// files (devices, FIFOs, sockets) are skipped, and so are entries named *.sluice-part,
-// which are this package's own unfinished transfers.
+// Recursive lets Get and Put copy a directory and everything below it. The tree is
+// copied as it is walked: each directory is listed a page at a time, made at the
+// destination, and its files handed out to move, up to Parallel of them in flight,
+// while the walk goes on; what the call holds is the part of the walk under way, not
+// the whole tree, so a tree of any size (a million files, a directory of a million
+// entries) copies within WithMemoryLimit. Symbolic links inside the tree are recreated
+// as links with the same target, not followed (like cp -r, or rsync -l); a link given
+// as the source itself is followed. Other special files (devices, FIFOs, sockets) are
+// skipped, and so are entries named *.sluice-part, which are this package's own
+// unfinished transfers.
+//
+// A file, link or directory that fails does not stop the rest: every other one is
+// copied, and the call returns a *TreeError listing the failures (StopOnError stops
+// at the first instead). A directory that cannot be listed or made fails with
+// everything below it. The call's ctx ending, or the connection dying, stops the
+// tree.
 //
 // Nothing is ever written through a link in the destination, whether this call made
 // it or an earlier one did: a file replaces a link at its name, and a link where the
-// tree has a directory fails the call rather than being followed. A Get writes nowhere
-// outside its local destination (see the trust model in the README): it refuses a
-// remote entry whose name could escape it (containing a slash, or "." or ".."), a
-// directory listing one name twice, directories nested more than 64 levels deep (as
-// OpenSSH's client does), and a tree of more than 1,048,576 entries or 256 MiB of path
-// names, which it lists whole before copying.
+// tree has a directory fails that directory rather than being followed. A Get writes
+// nowhere outside its local destination (see the trust model in the README): it
+// refuses a remote entry whose name could escape it (containing a slash, or "." or
+// ".."), the same name listed again while its first is being copied, and directories
+// nested more than 64 levels deep (as OpenSSH's client does). A server can still serve
+// a tree without end (each directory listing more): the call then runs until its ctx
+// ends, in bounded memory, as a file without end would.
 //
 // Without Recursive a directory source is an error.
 func Recursive() TransferOption {
@@ -74,9 +85,18 @@ func Recursive() TransferOption {
 // "<name>.sluice-part" for a local one); with Resume, an existing part file is taken to
 // hold the source's first bytes and the transfer continues from its size. Only the part
 // file counts: a destination already present under its final name is copied again and
-// replaced. Nothing compares content, so a part file left by a different source gives a
-// wrong result; a part file larger than the source, or one that is not a regular file
-// (a link, say: it is never followed), is an error.
+// replaced. A part file larger than the source, or one that is not a regular file (a
+// link, say: it is never followed), is an error.
+//
+// A part file is reopened by name after it was looked at, so the file opened is checked
+// to be the one looked at before anything is written to it. A local part (Get) must be
+// the same file (os.SameFile); it is not compared with the source. A remote part (Put)
+// is opened for reading and writing, its attributes read through the handle must be
+// those its LSTAT showed, and its last bytes (up to one READ) must be the source's bytes
+// at those offsets; a part that fails either check is replaced and the upload starts
+// over. A server that refuses to open a file for reading and writing (some do) cannot be
+// checked: Put with Resume fails there when a part file exists (remove it, or upload
+// without Resume).
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
@@ -86,6 +106,14 @@ func Resume() TransferOption {
 // and sticky bits are not copied, as by OpenSSH's client: a server must not be able to
 // hand the caller a setuid program, nor the caller's files become one on the server.
 // Symbolic links keep the times of their creation.
+//
+// A directory gets its mode and times last, once everything below it is copied, and
+// never through a link someone put at its name meanwhile: locally they are set through
+// a descriptor of the directory, opened and checked to be the one made; on the server
+// with lsetstat@openssh.com, which does not follow a link. A server without it gets
+// an LSTAT just before the SETSTAT, and a name that is no longer a directory is left
+// alone (and recorded as failed); a swap between those two requests still makes the
+// SETSTAT act on the link's target.
 //
 // Without Preserve, a new file gets its source's permission bits plus owner write
 // (so that Resume can reopen it), less the umask where it is created; a new directory
@@ -102,13 +130,12 @@ func Fsync() TransferOption {
 }
 
 // Parallel sets how many files a tree transfer keeps in flight, and how many
-// directories it lists or creates at once. By default 16 files are in flight, and up
-// to 512 when they are small (one READ or WRITE each), as long as those hold no more
-// than 32 MiB together; Parallel(n) sets both counts to n.
-// Files in flight each hold a remote handle; the value is lowered to fit the server's
-// limit on open handles when it publishes one. A tree of small files is bound by round
-// trips, not bandwidth, so it gains from many in flight; large files gain less, each
-// already fills the window.
+// directories it lists at once. By default 16 files are in flight, and up to 512 when
+// they are small (one READ or WRITE each), as long as those hold no more than 32 MiB
+// together; Parallel(n) sets both counts to n. Files in flight each hold a remote
+// handle; the value is lowered to fit the server's limit on open handles when it
+// publishes one. A tree of small files is bound by round trips, not bandwidth, so it
+// gains from many in flight; large files gain less, each already fills the window.
 func Parallel(n int) TransferOption {
 	return func(o *transferOptions) error {
 		if n < 1 || n > 1024 {
@@ -119,9 +146,11 @@ func Parallel(n int) TransferOption {
 	}
 }
 
-// StopOnError makes a tree transfer stop at its first failure, which it returns once
-// the files in flight have stopped. Without it a tree goes on past a file that fails,
-// copies every other one, and returns a *TreeError listing the failures.
+// StopOnError makes a tree transfer (Recursive, GetAll, PutAll) stop at its first
+// failure, which it returns, alone, once the files in flight have stopped. Without it
+// a tree goes on past a file that fails, copies every other one, and returns a
+// *TreeError listing the failures. Part files of the files that failed or were
+// stopped stay for Resume, as always.
 func StopOnError() TransferOption {
 	return func(o *transferOptions) error { o.stopOnError = true; return nil }
 }
@@ -186,30 +215,6 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 	return t, nil
 }
 
-// preopened is an OPENDIR sent before it is known to be wanted.
-type preopened struct {
-	done chan struct{} // closed once d and err are set; nil when none was sent
-	d    *Dir
-	err  error
-}
-
-// take waits for the OPENDIR and returns its Dir, or nil when it failed (the walk
-// then opens the directory itself, and reports what goes wrong there).
-func (p *preopened) take() *Dir {
-	if p.done == nil {
-		return nil
-	}
-	<-p.done
-	return p.d
-}
-
-// discard closes the Dir the OPENDIR opened, if it did, while ctx allows.
-func (p *preopened) discard(ctx context.Context) {
-	if d := p.take(); d != nil {
-		d.close(ctx)
-	}
-}
-
 var (
 	errNeedRecursive = errors.New("sftp: is a directory (use Recursive to copy trees)")
 	errNotRegular    = errors.New("sftp: not a regular file or directory")
@@ -224,16 +229,19 @@ var (
 //
 // Each file is written to a part file and renamed into place only once complete, so
 // an existing file is replaced whole or not at all. On failure a part file holding
-// data stays for Resume; one with none is removed.
+// data stays for Resume; one with none is removed. When local is an existing device,
+// FIFO or terminal (or a link to one, such as /dev/stdout), the file is written into
+// it in place instead: opened without creating or truncating it, never renamed over
+// or given a mode or times; Resume, SkipUnchanged, Preserve and Fsync do not apply. A
+// FIFO with no reader fails at once rather than wait for one.
 //
 // Every local write goes through an os.Root opened on the directory that receives the
 // copy, so no name or link the server sends resolves outside it (see Recursive).
 //
 // When ctx ends, transfers in flight stop and Get returns promptly with an error
 // matching ctx.Err(): it waits for the server no longer. The CLOSEs of its remote
-// handles are sent and complete in the background (Client.Close waits for them). With
-// Recursive, the first failure stops the rest and is returned once the handles they
-// opened are closed, waiting for that no longer than ctx allows.
+// handles are sent and complete in the background (Client.Close waits for them). A
+// tree's failures are listed in a *TreeError (see Recursive).
 func (c *Client) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
 	t, err := c.newCall(ctx, opts)
 	if err != nil {
@@ -266,44 +274,24 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
 }
 
-// statSource looks at what a Get copies: a regular file, or with Recursive a
-// directory. A recursive Get will list remote if it is a directory: its OPENDIR goes
-// out with the Stat rather than a round trip after it, and is kept in t.rootDir.
-func (t *getPutCall) statSource(remote string) (fs.FileInfo, error) {
-	var pre preopened
-	if t.o.recursive {
-		pre.done = make(chan struct{})
-		go func() {
-			defer close(pre.done)
-			pre.d, pre.err = t.c.openDir(t.ctx, remote)
-		}()
-	}
-	fi, err := t.c.Stat(t.ctx, remote)
-	if err == nil && fi.IsDir() {
-		t.rootDir = pre.take()
-	} else {
-		pre.discard(t.ctx)
-	}
-	switch {
-	case err != nil:
-		return nil, err
-	case fi.IsDir() && !t.o.recursive:
-		return nil, pathErr("get", remote, errNeedRecursive)
-	case !fi.IsDir() && !fi.Mode().IsRegular():
-		return nil, pathErr("get", remote, errNotRegular)
-	}
-	return fi, nil
-}
-
 // Put copies the local file or, with Recursive, directory to remote. remote names the
 // copy itself, as for Get: a file's copy is remote (an existing directory there is an
-// error), a tree's copy is the directory remote, made if missing and merged into if it
-// exists. To copy into a directory under the source's base name, use PutAll.
+// error, a link there is replaced), a tree's copy is the directory remote, made if
+// missing and merged into if it exists. To copy into a directory under the source's
+// base name, use PutAll.
 //
 // Each file is uploaded under a part name in its destination directory and renamed
 // over the destination (posix-rename@openssh.com, so an existing file is replaced
 // atomically) only after all its data, its metadata and the handle's close succeeded.
-// On failure a part file holding data stays for Resume; one with none is removed.
+// On failure a part file holding data stays for Resume; one with none is removed. When
+// remote is an existing device, the file is written into it in place (opened for
+// writing only, never striped, renamed over or given attributes); a remote FIFO or
+// socket is refused, as opening it would block the server until a reader came.
+//
+// Local files are opened as they were looked at, or not at all: the files of a tree
+// through an os.Root on the source, without following a link or blocking on a FIFO
+// put in their place since the walk, and checked to be the file the walk saw; one
+// that is not fails, and nothing of it is sent.
 //
 // Cancellation and failures behave as for Get.
 func (c *Client) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {

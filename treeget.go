@@ -288,3 +288,56 @@ func (g *getSide) finish(_ context.Context, d *treeDir) error {
 	at, mt, ok := remoteTimes(d.info)
 	return g.t.local.setDirMeta(d.dst, d.info.Mode()&modeBits, ok, at, mt)
 }
+
+// statSource looks at what a Get copies: a regular file, or with Recursive a
+// directory. A recursive Get will list remote if it is a directory: its OPENDIR goes
+// out with the Stat rather than a round trip after it, and is kept in t.rootDir.
+func (t *getPutCall) statSource(remote string) (fs.FileInfo, error) {
+	var pre preopened
+	if t.o.recursive {
+		pre.done = make(chan struct{})
+		go func() {
+			defer close(pre.done)
+			pre.d, pre.err = t.c.openDir(t.ctx, remote)
+		}()
+	}
+	fi, err := t.c.Stat(t.ctx, remote)
+	if err == nil && fi.IsDir() {
+		t.rootDir = pre.take()
+	} else {
+		pre.discard(t.ctx)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case fi.IsDir() && !t.o.recursive:
+		return nil, pathErr("get", remote, errNeedRecursive)
+	case !fi.IsDir() && !fi.Mode().IsRegular():
+		return nil, pathErr("get", remote, errNotRegular)
+	}
+	return fi, nil
+}
+
+// preopened is an OPENDIR sent before it is known to be wanted.
+type preopened struct {
+	done chan struct{} // closed once d and err are set; nil when none was sent
+	d    *Dir
+	err  error
+}
+
+// take waits for the OPENDIR and returns its Dir, or nil when it failed (the walk
+// then opens the directory itself, and reports what goes wrong there).
+func (p *preopened) take() *Dir {
+	if p.done == nil {
+		return nil
+	}
+	<-p.done
+	return p.d
+}
+
+// discard closes the Dir the OPENDIR opened, if it did, while ctx allows.
+func (p *preopened) discard(ctx context.Context) {
+	if d := p.take(); d != nil {
+		d.close(ctx)
+	}
+}

@@ -60,7 +60,7 @@ func (p *putSide) wait() error {
 // of which Lstat said rr.
 func (t *getPutCall) putTree(src, dst string, fi fs.FileInfo, rr remoteRoot) error {
 	r, p := t.newPutRun()
-	top, err := p.openTop(src, rr)
+	top, err := p.openTop(src, dst, rr)
 	if err != nil {
 		p.wait()
 		return err
@@ -77,15 +77,15 @@ type remoteRoot struct {
 	err error
 }
 
-// openTop opens the local source src, to be copied where Lstat said rr.
-func (p *putSide) openTop(src string, rr remoteRoot) (*treeTop, error) {
+// openTop opens the local source src, to be copied to dst, of which Lstat said rr.
+func (p *putSide) openTop(src, dst string, rr remoteRoot) (*treeTop, error) {
 	top := &treeTop{src: src}
 	switch fi, err := rr.fi, rr.err; {
 	case err == nil && fi.IsDir():
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return nil, errLinkInTheWay
+		return nil, pathErr("mkdir", dst, errLinkInTheWay)
 	case err == nil:
-		return nil, syscall.ENOTDIR
+		return nil, pathErr("mkdir", dst, syscall.ENOTDIR)
 	case errors.Is(err, fs.ErrNotExist):
 		top.fresh = true
 	default:
@@ -144,7 +144,7 @@ func (p *putSide) putSource(src, dst string) {
 	case fi.IsDir():
 		var rr remoteRoot
 		rr.fi, rr.err = t.c.Lstat(r.stop, dst)
-		top, err := p.openTop(src, rr)
+		top, err := p.openTop(src, dst, rr)
 		if err != nil {
 			r.fail(src, err)
 			return
