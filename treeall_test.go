@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -122,4 +123,42 @@ func maxInProgress(ev *events) int {
 		m = max(m, p.InProgress)
 	}
 	return m
+}
+
+// TestProgressWalkedAtTheEnd: a tree's reports count the files found so far, with
+// Walked unset, until the walk has ended. Here the listing of a subdirectory is held
+// back until the root's file has finished: that file's reports say one file, not
+// walked.
+func TestProgressWalkedAtTheEnd(t *testing.T) {
+	var hold atomic.Bool
+	hold.Store(true)
+	c, srv := newTestServerClient(t, testserver.Options{Stall: func(r testserver.Request) bool {
+		return hold.Load() && r.Type == testserver.TypeOpendir && r.Path == "/t/sub"
+	}})
+	require.NoError(t, srv.MkdirAll("/t/sub", 0o755))
+	require.NoError(t, srv.WriteFile("/t/a", []byte("a"), 0o644))
+	require.NoError(t, srv.WriteFile("/t/sub/b", []byte("bb"), 0o644))
+	aDone := make(chan struct{})
+	var ev events
+	done := tsGo(func() error {
+		return c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), OnProgress(func(p Progress) {
+			ev.list = append(ev.list, p)
+			if p.Done && p.Path == "/t/a" {
+				close(aDone)
+			}
+		}))
+	})
+	tsWaitStalled(t, srv, 1)
+	tsRecv(t, tsGo(func() struct{} { <-aDone; return struct{}{} }), "the first file")
+	hold.Store(false)
+	srv.ReleaseStalled()
+	require.NoError(t, tsRecv(t, done, "Get"))
+	ev.check(t, 2, 3)
+	for _, p := range ev.list {
+		if p.Path == "/t/a" {
+			require.False(t, p.Walked)
+			require.Equal(t, 1, p.FilesTotal)
+			require.Equal(t, int64(1), p.TotalSize)
+		}
+	}
 }
