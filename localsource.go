@@ -21,7 +21,11 @@ import (
 //     os.SameFile as the one looked at; otherwise it is closed and that file fails,
 //     with nothing read from or written to it.
 // A final link is not followed past that check: os.Root opens a final link's target
-// (inside the root), which then differs from the link the walk saw.
+// (inside the root), which then differs from the link the walk saw. os.Root.OpenFile
+// hands the flags to openat on Unix (Linux and Darwin alike: it adds O_NOFOLLOW and
+// O_CLOEXEC, and resolves a final link itself, inside the root), so O_NONBLOCK and
+// O_NOCTTY reach the open; on Windows it maps them to NtCreateFile, where there are no
+// FIFOs or terminals to name in a directory, and the flags are none.
 
 // errSwapped is the failure of a local file that changed between the look and the open.
 var errSwapped = errors.New("sftp: the local file was replaced since it was listed (by another file, a link or a special file); it is not used")
