@@ -88,3 +88,19 @@ func TestResumePutNeedsReadWriteOpen(t *testing.T) {
 	require.Equal(t, data[:1000], got, "the part was changed")
 	require.Zero(t, srv.OpenHandles())
 }
+
+// rclone's server truncates a file whenever it is opened for writing, READ|WRITE too.
+// The part a Resume reopens is then not the one it looked at (FSTAT shows it empty):
+// the upload starts over, and is whole.
+func TestResumePutOnRclone(t *testing.T) {
+	dir := serverDir(t)
+	data := gpData(1<<20, 23)
+	gpWrite(t, filepath.Join(dir, ".dst"+partSuffix), data[:300_000])
+	c := newRcloneClient(t, dir)
+	src := filepath.Join(t.TempDir(), "src")
+	gpWrite(t, src, data)
+	var ev events
+	require.NoError(t, c.Put(tsCtx(t), src, "/dst", Resume(), ev.opt()))
+	require.Zero(t, ev.list[0].Bytes, "resumed from a part the open truncated")
+	require.Equal(t, data, gpRead(t, filepath.Join(dir, "dst")))
+}
