@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"reflect"
 	"time"
 
@@ -33,34 +32,48 @@ type transferOptions struct {
 	fsync     bool
 	parallel  int
 	progress  func(Progress)
-	limits    walkLimits // of a recursive Get's listing; tests lower them
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
+
+	// afterPartLstat, set by tests only, runs between Resume's LSTAT of a remote part
+	// file and its OPEN: where a third party could swap the part.
+	afterPartLstat func(part string)
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
 // call before anything is touched.
 type TransferOption func(*transferOptions) error
 
-// Recursive lets Get and Put copy a directory and everything below it. Directories are
-// created first; then files move with up to Parallel of them in flight. Symbolic links
-// inside the tree are recreated as links with the same target, not followed (like
-// cp -r, or rsync -l); a link given as the source itself is followed. Other special
-// files (devices, FIFOs, sockets) are skipped, and so are entries named *.sluice-part,
-// which are this package's own unfinished transfers.
+// Recursive lets Get and Put copy a directory and everything below it. The tree is
+// copied as it is walked: each directory is listed a page at a time, made at the
+// destination, and its files handed out to move, up to Parallel of them in flight,
+// while the walk goes on; what the call holds is the part of the walk under way, not
+// the whole tree, so a tree of any size (a million files, a directory of a million
+// entries) copies within WithMemoryLimit. Symbolic links inside the tree are recreated
+// as links with the same target, not followed (like cp -r, or rsync -l); a link given
+// as the source itself is followed. Other special files (devices, FIFOs, sockets) are
+// skipped, and so are entries named *.sluice-part, which are this package's own
+// unfinished transfers.
+//
+// A file, link or directory that fails does not stop the rest: every other one is
+// copied, and the call returns a *TreeError listing the failures (StopOnError stops
+// at the first instead). A directory that cannot be listed or made fails with
+// everything below it. The call's ctx ending, or the connection dying, stops the
+// tree.
 //
 // Nothing is ever written through a link in the destination, whether this call made
 // it or an earlier one did: a file replaces a link at its name, and a link where the
-// tree has a directory fails the call rather than being followed. A Get writes nowhere
-// outside its local destination (see the trust model in the README): it refuses a
-// remote entry whose name could escape it (containing a slash, or "." or ".."), a
-// directory listing one name twice, directories nested more than 64 levels deep (as
-// OpenSSH's client does), and a tree of more than 1,048,576 entries or 256 MiB of path
-// names, which it lists whole before copying.
+// tree has a directory fails that directory rather than being followed. A Get writes
+// nowhere outside its local destination (see the trust model in the README): it
+// refuses a remote entry whose name could escape it (containing a slash, or "." or
+// ".."), the same name listed again while its first is being copied, and directories
+// nested more than 64 levels deep (as OpenSSH's client does). A server can still serve
+// a tree without end (each directory listing more): the call then runs until its ctx
+// ends, in bounded memory, as a file without end would.
 //
 // Without Recursive a directory source is an error.
 func Recursive() TransferOption {
@@ -72,9 +85,18 @@ func Recursive() TransferOption {
 // "<name>.sluice-part" for a local one); with Resume, an existing part file is taken to
 // hold the source's first bytes and the transfer continues from its size. Only the part
 // file counts: a destination already present under its final name is copied again and
-// replaced. Nothing compares content, so a part file left by a different source gives a
-// wrong result; a part file larger than the source, or one that is not a regular file
-// (a link, say: it is never followed), is an error.
+// replaced. A part file larger than the source, or one that is not a regular file (a
+// link, say: it is never followed), is an error.
+//
+// A part file is reopened by name after it was looked at, so the file opened is checked
+// to be the one looked at before anything is written to it. A local part (Get) must be
+// the same file (os.SameFile); it is not compared with the source. A remote part (Put)
+// is opened for reading and writing, its attributes read through the handle must be
+// those its LSTAT showed, and its last bytes (up to one READ) must be the source's bytes
+// at those offsets; a part that fails either check is replaced and the upload starts
+// over. A server that refuses to open a file for reading and writing (some do) cannot be
+// checked: Put with Resume fails there when a part file exists (remove it, or upload
+// without Resume).
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
@@ -84,6 +106,14 @@ func Resume() TransferOption {
 // and sticky bits are not copied, as by OpenSSH's client: a server must not be able to
 // hand the caller a setuid program, nor the caller's files become one on the server.
 // Symbolic links keep the times of their creation.
+//
+// A directory gets its mode and times last, once everything below it is copied, and
+// never through a link someone put at its name meanwhile: locally they are set through
+// a descriptor of the directory, opened and checked to be the one made; on the server
+// with lsetstat@openssh.com, which does not follow a link. A server without it gets
+// an LSTAT just before the SETSTAT, and a name that is no longer a directory is left
+// alone (and recorded as failed); a swap between those two requests still makes the
+// SETSTAT act on the link's target.
 //
 // Without Preserve, a new file gets its source's permission bits plus owner write
 // (so that Resume can reopen it), less the umask where it is created; a new directory
@@ -100,13 +130,12 @@ func Fsync() TransferOption {
 }
 
 // Parallel sets how many files a tree transfer keeps in flight, and how many
-// directories it lists or creates at once. By default 16 files are in flight, and up
-// to 512 when they are small (one READ or WRITE each), as long as those hold no more
-// than 32 MiB together; Parallel(n) sets both counts to n.
-// Files in flight each hold a remote handle; the value is lowered to fit the server's
-// limit on open handles when it publishes one. A tree of small files is bound by round
-// trips, not bandwidth, so it gains from many in flight; large files gain less, each
-// already fills the window.
+// directories it lists at once. By default 16 files are in flight, and up to 512 when
+// they are small (one READ or WRITE each), as long as those hold no more than 32 MiB
+// together; Parallel(n) sets both counts to n. Files in flight each hold a remote
+// handle; the value is lowered to fit the server's limit on open handles when it
+// publishes one. A tree of small files is bound by round trips, not bandwidth, so it
+// gains from many in flight; large files gain less, each already fills the window.
 func Parallel(n int) TransferOption {
 	return func(o *transferOptions) error {
 		if n < 1 || n > 1024 {
@@ -117,9 +146,11 @@ func Parallel(n int) TransferOption {
 	}
 }
 
-// StopOnError makes a tree transfer stop at its first failure, which it returns once
-// the files in flight have stopped. Without it a tree goes on past a file that fails,
-// copies every other one, and returns a *TreeError listing the failures.
+// StopOnError makes a tree transfer (Recursive, GetAll, PutAll) stop at its first
+// failure, which it returns, alone, once the files in flight have stopped. Without it
+// a tree goes on past a file that fails, copies every other one, and returns a
+// *TreeError listing the failures. Part files of the files that failed or were
+// stopped stay for Resume, as always.
 func StopOnError() TransferOption {
 	return func(o *transferOptions) error { o.stopOnError = true; return nil }
 }
@@ -150,14 +181,17 @@ type getPutCall struct {
 	rep   *reporter
 	local *localDest // Get: where every local write goes
 	// share is how many files move side by side: each file's transfer keeps that
-	// share of the window (File.share), so a tree's memory stays bounded.
+	// share of the window (File.share, see fileShare), so a tree's memory stays
+	// bounded.
 	share int
 	// rootDir is a recursive Get's root, opened with its Stat, for the walk to list.
 	rootDir *Dir
+	// tree is the tree transfer this call runs, if it is one.
+	tree *treeRun
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
-	t := &getPutCall{c: c, ctx: ctx, o: transferOptions{limits: defaultWalkLimits}}
+	t := &getPutCall{c: c, ctx: ctx}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -181,70 +215,39 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 	return t, nil
 }
 
-// preopened is an OPENDIR sent before it is known to be wanted.
-type preopened struct {
-	done chan struct{} // closed once d and err are set; nil when none was sent
-	d    *Dir
-	err  error
-}
-
-// take waits for the OPENDIR and returns its Dir, or nil when it failed (the walk
-// then opens the directory itself, and reports what goes wrong there).
-func (p *preopened) take() *Dir {
-	if p.done == nil {
-		return nil
-	}
-	<-p.done
-	return p.d
-}
-
-// discard closes the Dir the OPENDIR opened, if it did, while ctx allows.
-func (p *preopened) discard(ctx context.Context) {
-	if d := p.take(); d != nil {
-		d.close(ctx)
-	}
-}
-
 var (
 	errNeedRecursive = errors.New("sftp: is a directory (use Recursive to copy trees)")
 	errNotRegular    = errors.New("sftp: not a regular file or directory")
 )
 
-// Get copies the remote file or, with Recursive, directory to local. When local is an
-// existing directory the copy goes inside it under the source's base name, as with cp;
-// otherwise local is the copy's name. Each file is written to a part file and renamed
-// into place only once complete, so an existing file is replaced whole or not at all.
-// On failure a part file holding data stays for Resume; one with none is removed.
+// Get copies the remote file or, with Recursive, directory to local. local names the
+// copy itself, as with GNU cp -T, never a directory to put it in: a file's copy is
+// local (an existing directory there is an error), a tree's copy is the directory
+// local, made if missing and merged into if it exists. So the same Get run twice
+// lands in the same place, and with SkipUnchanged the second run moves nothing. To
+// copy into a directory under the source's base name, use GetAll.
+//
+// Each file is written to a part file and renamed into place only once complete, so
+// an existing file is replaced whole or not at all. On failure a part file holding
+// data stays for Resume; one with none is removed. When local is an existing device,
+// FIFO or terminal (or a link to one, such as /dev/stdout), the file is written into
+// it in place instead: opened without creating or truncating it, never renamed over
+// or given a mode or times; Resume, SkipUnchanged, Preserve and Fsync do not apply. A
+// FIFO with no reader fails at once rather than wait for one.
 //
 // Every local write goes through an os.Root opened on the directory that receives the
 // copy, so no name or link the server sends resolves outside it (see Recursive).
 //
 // When ctx ends, transfers in flight stop and Get returns promptly with an error
 // matching ctx.Err(): it waits for the server no longer. The CLOSEs of its remote
-// handles are sent and complete in the background (Client.Close waits for them). With
-// Recursive, the first failure stops the rest and is returned once the handles they
-// opened are closed, waiting for that no longer than ctx allows.
+// handles are sent and complete in the background (Client.Close waits for them). A
+// tree's failures are listed in a *TreeError (see Recursive).
 func (c *Client) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
 	t, err := c.newCall(ctx, opts)
 	if err != nil {
 		return err
 	}
-	// A recursive Get will list remote if it is a directory: its OPENDIR goes out with
-	// the Stat rather than a round trip after it.
-	var pre preopened
-	if t.o.recursive {
-		pre.done = make(chan struct{})
-		go func() {
-			defer close(pre.done)
-			pre.d, pre.err = c.openDir(ctx, remote)
-		}()
-	}
-	fi, err := c.Stat(ctx, remote)
-	if err == nil && fi.IsDir() {
-		t.rootDir = pre.take()
-	} else {
-		pre.discard(ctx)
-	}
+	fi, err := t.statSource(remote)
 	defer func() {
 		if t.rootDir != nil {
 			t.rootDir.close(ctx) // not listed: the Get failed before its walk
@@ -253,32 +256,42 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if err != nil {
 		return err
 	}
-	tree := fi.IsDir()
-	if tree && !t.o.recursive {
-		return pathErr("get", remote, errNeedRecursive)
+	if fi.IsDir() {
+		if t.local, err = openLocalDest(local, true, dirPerm(fi.Mode(), remoteHasPerm(fi))); err != nil {
+			return pathErr("get", remote, err)
+		}
+		defer t.local.close()
+		return t.getTree(remote, fi)
 	}
-	if !tree && !fi.Mode().IsRegular() {
-		return pathErr("get", remote, errNotRegular)
+	t.rep.plan(remoteSize(fi))
+	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
+		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
 	}
-	perm := dirPerm(fi.Mode(), remoteHasPerm(fi))
-	if t.local, err = openLocalDest(remote, local, tree, perm); err != nil {
+	if t.local, err = openLocalDest(local, false, 0); err != nil {
 		return pathErr("get", remote, err)
 	}
 	defer t.local.close()
-	if tree {
-		return t.getTree(ctx, remote, t.local.name, fi)
-	}
-	t.rep.plan(1, remoteSize(fi))
 	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
 }
 
-// Put copies the local file or, with Recursive, directory to remote. When remote is an
-// existing directory the copy goes inside it under the source's base name, as with cp;
-// otherwise remote is the copy's name. Each file is uploaded under a part name in its
-// destination directory and renamed over the destination (posix-rename@openssh.com, so
-// an existing file is replaced atomically) only after all its data, its metadata and
-// the handle's close succeeded. On failure a part file holding data stays for Resume;
-// one with none is removed.
+// Put copies the local file or, with Recursive, directory to remote. remote names the
+// copy itself, as for Get: a file's copy is remote (an existing directory there is an
+// error, a link there is replaced), a tree's copy is the directory remote, made if
+// missing and merged into if it exists. To copy into a directory under the source's
+// base name, use PutAll.
+//
+// Each file is uploaded under a part name in its destination directory and renamed
+// over the destination (posix-rename@openssh.com, so an existing file is replaced
+// atomically) only after all its data, its metadata and the handle's close succeeded.
+// On failure a part file holding data stays for Resume; one with none is removed. When
+// remote is an existing device, the file is written into it in place (opened for
+// writing only, never striped, renamed over or given attributes); a remote FIFO or
+// socket is refused, as opening it would block the server until a reader came.
+//
+// Local files are opened as they were looked at, or not at all: the files of a tree
+// through an os.Root on the source, without following a link or blocking on a FIFO
+// put in their place since the walk, and checked to be the file the walk saw; one
+// that is not fails, and nothing of it is sent.
 //
 // Cancellation and failures behave as for Get.
 func (c *Client) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {
@@ -290,32 +303,40 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return pathErr("put", local, errUnsupportedExt(extFsync))
 	}
 	fi, err := os.Stat(local)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	dst := remote
-	if fi.IsDir() {
-		if !t.o.recursive {
-			return pathErr("put", local, errNeedRecursive)
-		}
+	case fi.IsDir() && !t.o.recursive:
+		return pathErr("put", local, errNeedRecursive)
+	case fi.IsDir():
 		var root remoteRoot
-		if dst, root, err = t.lookRemoteRoot(ctx, remote, filepath.Base(local)); err != nil {
-			return err
+		if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
+			return root.err
 		}
-		return t.putTree(ctx, local, dst, fi, root)
+		return t.putTree(local, remote, fi, root)
+	case !fi.Mode().IsRegular():
+		return pathErr("put", local, errNotRegular)
 	}
-	rfi, err := c.Stat(ctx, remote)
+	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
+}
+
+// putFileTo copies the local file ls to remote, the copy's name.
+func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote string) error {
+	// Lstat: a link at remote is replaced by the copy, as in a tree.
+	rfi, err := t.c.Lstat(ctx, remote)
 	switch {
 	case err == nil && rfi.IsDir():
-		dst = path.Join(remote, filepath.Base(local))
+		return pathErr("put", remote, errIsDirectory)
+	case err == nil && rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		return pathErr("put", remote, errRemoteFIFO)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return pathErr("put", local, errNotRegular)
+	t.rep.plan(ls.info.Size())
+	if err == nil && rfi.Mode()&fs.ModeDevice != 0 {
+		return t.putInPlace(ctx, ls, remote)
 	}
-	t.rep.plan(1, fi.Size())
-	return pathErr("put", local, t.putFile(ctx, local, dst, fi))
+	return t.putFile(ctx, ls, remote)
 }
 
 // watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
@@ -358,7 +379,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 	if err != nil {
 		return nil, err
 	}
-	f.share = t.share
+	f.share = t.fileShare()
 	f.callDone = t.ctx.Done()
 	if err := stop.Err(); err != nil {
 		closeWithin(t.ctx, f)
@@ -379,17 +400,8 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
 	if t.o.resume {
-		pfi, serr := t.local.lstat(part)
-		switch {
-		case serr == nil && !pfi.Mode().IsRegular():
-			return pathErr("resume", t.local.path(part), errNotRegular)
-		case serr == nil:
-			if off = pfi.Size(); size >= 0 && off > size {
-				return partTooLong(t.local.path(part), off, size)
-			}
-			resumed = pfi
-		case !errors.Is(serr, fs.ErrNotExist):
-			return serr
+		if off, resumed, err = t.local.resumePoint(part, size); err != nil {
+			return err
 		}
 	}
 	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
@@ -408,22 +420,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
-
-	var n int64
-	if off == 0 && t.smallGet(size) {
-		n, err = t.getSmall(ctx, f, src, lf, size, p) // closes f
-	} else {
-		stop := watch(ctx, f)
-		// Checked here too because the watch acts from another goroutine: a ctx that
-		// ended already (say from a progress callback) must not let data through first.
-		if err = ctx.Err(); err == nil {
-			n, err = receive(f, lf, off, p)
-		}
-		stop()
-		// Free the handle before the local work. A read handle's CLOSE reports nothing
-		// that matters to data already received.
-		closeWithin(t.ctx, f)
-	}
+	n, err := t.download(ctx, f, src, lf, off, size, p)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -438,6 +435,25 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		return stopped(ctx, err)
 	}
 	return t.local.rename(part, dst)
+}
+
+// download moves the data of f (opened on src, listed as size bytes) into lf from off,
+// by the two round trips of a small file or by the engine, and closes f.
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+	if off == 0 && t.smallGet(size) {
+		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+	}
+	stop := watch(ctx, f)
+	// Checked here too because the watch acts from another goroutine: a ctx that
+	// ended already (say from a progress callback) must not let data through first.
+	if err = ctx.Err(); err == nil {
+		n, err = receive(f, lf, off, p)
+	}
+	stop()
+	// Free the handle before the local work. A read handle's CLOSE reports nothing
+	// that matters to data already received.
+	closeWithin(t.ctx, f)
+	return n, err
 }
 
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
@@ -471,7 +487,13 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 			return err
 		}
 		if at, mt, ok := remoteTimes(fi); ok {
-			if err := t.local.chtimes(part, at, mt); err != nil {
+			// Through the descriptor where the system allows: the name could have
+			// been swapped since.
+			err := futimes(lf, at, mt)
+			if errors.Is(err, errors.ErrUnsupported) {
+				err = t.local.chtimes(part, at, mt)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -484,13 +506,14 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 	return lf.Close()
 }
 
-// putFile copies the local regular file src, described by fi, to the remote path dst.
-func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
+// putFile copies the local regular file src to the remote path dst.
+func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
+	src, fi := ls.path, ls.info
 	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
-	lf, err := os.Open(src)
+	lf, err := ls.open()
 	if err != nil {
 		return err
 	}
@@ -499,21 +522,8 @@ func (t *getPutCall) putFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var f *File
 	if t.o.resume {
-		pfi, serr := t.c.Lstat(ctx, part)
-		switch {
-		case serr == nil && !pfi.Mode().IsRegular():
-			return pathErr("resume", part, errNotRegular)
-		case serr == nil:
-			if off = pfi.Size(); off > fi.Size() {
-				return partTooLong(part, off, fi.Size())
-			}
-			// WRITE only: the part's bytes are kept, and a server that refuses
-			// read-write opens still allows it.
-			if f, err = t.openRemote(ctx, part, os.O_WRONLY, 0); err != nil {
-				return err
-			}
-		case !errors.Is(serr, fs.ErrNotExist):
-			return serr
+		if f, off, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
+			return err
 		}
 	}
 	if f == nil {

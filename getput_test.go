@@ -3,6 +3,7 @@ package sftp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -188,6 +189,7 @@ func (e *events) check(t *testing.T, files int, bytes int64) {
 	perFile := map[string]int64{}
 	ended := map[string]bool{}
 	var total int64
+	filesTotal := 0
 	for _, p := range e.list {
 		require.GreaterOrEqual(t, p.TotalBytes, total, "total went backwards")
 		total = p.TotalBytes
@@ -196,8 +198,16 @@ func (e *events) check(t *testing.T, files int, bytes int64) {
 			require.GreaterOrEqual(t, p.Bytes, last, "bytes of %s went backwards", p.Path)
 		}
 		perFile[p.Path] = p.Bytes
-		require.Equal(t, files, p.FilesTotal)
-		require.Equal(t, bytes, p.TotalSize)
+		// A tree is copied as it is walked: its totals count what was found so far,
+		// and are final once Walked is set.
+		require.GreaterOrEqual(t, p.FilesTotal, filesTotal, "FilesTotal went backwards")
+		filesTotal = p.FilesTotal
+		require.LessOrEqual(t, p.FilesTotal, files)
+		require.LessOrEqual(t, p.TotalSize, bytes)
+		if p.Walked {
+			require.Equal(t, files, p.FilesTotal)
+			require.Equal(t, bytes, p.TotalSize)
+		}
 		require.LessOrEqual(t, p.Bytes, p.Size)
 		if p.Done || p.Err != nil {
 			ended[p.Path] = true
@@ -206,6 +216,9 @@ func (e *events) check(t *testing.T, files int, bytes int64) {
 		}
 	}
 	last := e.list[len(e.list)-1]
+	// Every file was found before the last one ended, the walk's end maybe not.
+	require.Equal(t, files, last.FilesTotal)
+	require.Equal(t, bytes, last.TotalSize)
 	require.Equal(t, bytes, last.TotalBytes)
 	require.Equal(t, files, last.Files)
 	require.Zero(t, last.InProgress)
@@ -266,7 +279,9 @@ func TestGetPutReplacesExisting(t *testing.T) {
 	require.Equal(t, gpData(10, 3), gpRead(t, filepath.Join(local, "g")))
 }
 
-func TestGetPutIntoDirectory(t *testing.T) {
+// TestGetPutNamesTheCopy: the destination is the copy itself, never a directory to
+// put it in; relative remote paths resolve against the server's start directory.
+func TestGetPutNamesTheCopy(t *testing.T) {
 	serveDir := t.TempDir()
 	c, _ := getPutClient(t, serveDir)
 	ctx := gpCtx(t)
@@ -274,18 +289,20 @@ func TestGetPutIntoDirectory(t *testing.T) {
 	data := gpData(12345, 3)
 	gpWrite(t, filepath.Join(local, "a.txt"), data)
 
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote))
+	// A file onto an existing directory is an error, both ways, and nothing moves.
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote), errIsDirectory)
+	require.Empty(t, dirNames(t, remote))
+	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), filepath.Join(remote, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(remote, "a.txt")))
-
 	into := filepath.Join(local, "into")
 	require.NoError(t, os.Mkdir(into, 0o755))
-	require.NoError(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into))
+	require.ErrorIs(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into), errIsDirectory)
+	require.Empty(t, dirNames(t, into))
+	require.NoError(t, c.Get(ctx, filepath.Join(remote, "a.txt"), filepath.Join(into, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(into, "a.txt")))
 
-	// Relative remote paths resolve against the server's start directory, and "."
-	// is a directory like any other.
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."))
-	require.Equal(t, data, gpRead(t, filepath.Join(serveDir, "a.txt")))
+	// "." is the server's start directory, a directory like any other.
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."), errIsDirectory)
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), "rel.txt"))
 	require.Equal(t, data, gpRead(t, filepath.Join(serveDir, "rel.txt")))
 	require.NoError(t, c.Get(ctx, "rel.txt", filepath.Join(local, "rel-back.txt")))
@@ -308,10 +325,14 @@ func TestGetLocalNames(t *testing.T) {
 	// Missing parents of a tree's copy are made.
 	require.NoError(t, c.Get(ctx, "tree", filepath.Join(local, "a", "b", "c"), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(local, "a", "b", "c")))
-	// A remote path with no base name ("." here) copies into the existing directory.
+	// The copy of "." is the directory named, as for any other tree: merged into
+	// when it exists.
 	into := filepath.Join(local, "into")
 	require.NoError(t, os.Mkdir(into, 0o755))
 	require.NoError(t, c.Get(ctx, ".", into, Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
+	// A local path with no base name is the directory it names.
+	require.NoError(t, c.Get(ctx, "tree", filepath.Join(into, "tree", "."), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(into, "tree")))
 	// A single file's copy needs its parent, and an empty local name is refused.
 	require.Error(t, c.Get(ctx, "tree/f", filepath.Join(local, "missing", "f")))
@@ -356,12 +377,10 @@ func TestGetPutTree(t *testing.T) {
 	require.Equal(t, want, listTree(t, filepath.Join(remote, "copy")))
 	up.check(t, 301, size)
 
-	// Into an existing directory: the copy is made inside it under the source's name;
-	// a second time, files and links already there are replaced.
-	for range 2 {
-		require.NoError(t, c.Put(ctx, src, remote, Recursive()))
-		require.Equal(t, want, listTree(t, filepath.Join(remote, "tree")))
-	}
+	// Again: the copy is merged into what the first made, files and links already
+	// there replaced, nothing nested inside it.
+	require.NoError(t, c.Put(ctx, src, filepath.Join(remote, "copy"), Recursive()))
+	require.Equal(t, want, listTree(t, filepath.Join(remote, "copy")))
 
 	var down events
 	back := filepath.Join(local, "back")
@@ -369,10 +388,8 @@ func TestGetPutTree(t *testing.T) {
 	require.Equal(t, want, listTree(t, back))
 	down.check(t, 301, size)
 
-	for range 2 {
-		require.NoError(t, c.Get(ctx, filepath.Join(remote, "copy"), back, Recursive()))
-		require.Equal(t, want, listTree(t, filepath.Join(back, "copy")))
-	}
+	require.NoError(t, c.Get(ctx, filepath.Join(remote, "copy"), back, Recursive()))
+	require.Equal(t, want, listTree(t, back))
 }
 
 func TestGetPutTreeThroughLink(t *testing.T) {
@@ -383,8 +400,8 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 	require.NoError(t, os.Symlink("real", filepath.Join(local, "via")))
 	want := listTree(t, filepath.Join(local, "real"))
 
-	// A link given as the source is followed; the copy takes the link's name.
-	require.NoError(t, c.Put(ctx, filepath.Join(local, "via"), remote, Recursive()))
+	// A link given as the source is followed.
+	require.NoError(t, c.Put(ctx, filepath.Join(local, "via"), filepath.Join(remote, "via"), Recursive()))
 	require.Equal(t, want, listTree(t, filepath.Join(remote, "via")))
 	require.NoError(t, os.Symlink("via", filepath.Join(remote, "rvia")))
 	require.NoError(t, c.Get(ctx, filepath.Join(remote, "rvia"), filepath.Join(local, "back"), Recursive()))
@@ -483,13 +500,26 @@ func TestGetPutResume(t *testing.T) {
 	want := append(slices.Clone(stale), data[k:]...)
 
 	t.Run("put", func(t *testing.T) {
+		// A part holding the source's first bytes is continued.
 		part := filepath.Join(remote, ".dst"+partSuffix)
-		gpWrite(t, part, stale)
+		gpWrite(t, part, data[:k])
 		var ev events
 		require.NoError(t, c.Put(ctx, src, filepath.Join(remote, "dst"), Resume(), ev.opt()))
-		require.Equal(t, want, gpRead(t, filepath.Join(remote, "dst")))
+		require.Equal(t, data, gpRead(t, filepath.Join(remote, "dst")))
 		require.NoFileExists(t, part)
 		require.Equal(t, int64(k), ev.list[0].Bytes)
+		ev.check(t, 1, size)
+	})
+	t.Run("put stale part", func(t *testing.T) {
+		// One whose end differs from the source's bytes there is not what Resume
+		// takes it for: it is replaced, and the upload starts over.
+		part := filepath.Join(remote, ".stale"+partSuffix)
+		gpWrite(t, part, stale)
+		var ev events
+		require.NoError(t, c.Put(ctx, src, filepath.Join(remote, "stale"), Resume(), ev.opt()))
+		require.Equal(t, data, gpRead(t, filepath.Join(remote, "stale")))
+		require.NoFileExists(t, part)
+		require.Zero(t, ev.list[0].Bytes)
 		ev.check(t, 1, size)
 	})
 	t.Run("get", func(t *testing.T) {
@@ -536,10 +566,17 @@ func TestGetPutResume(t *testing.T) {
 		tree := filepath.Join(local, "rtree")
 		gpWrite(t, filepath.Join(tree, "a"), data)
 		gpWrite(t, filepath.Join(tree, "b", "c"), data)
-		gpWrite(t, filepath.Join(remote, "rtree", "b", ".c"+partSuffix), stale)
-		require.NoError(t, c.Put(ctx, tree, remote, Recursive(), Resume()))
+		gpWrite(t, filepath.Join(remote, "rtree", "b", ".c"+partSuffix), data[:k])
+		var ev events
+		require.NoError(t, c.Put(ctx, tree, filepath.Join(remote, "rtree"), Recursive(), Resume(), ev.opt()))
 		require.Equal(t, data, gpRead(t, filepath.Join(remote, "rtree", "a")))
-		require.Equal(t, want, gpRead(t, filepath.Join(remote, "rtree", "b", "c")))
+		require.Equal(t, data, gpRead(t, filepath.Join(remote, "rtree", "b", "c")))
+		for _, p := range ev.list {
+			if p.Path == filepath.Join(tree, "b", "c") {
+				require.Equal(t, int64(k), p.Bytes, "the part was not continued")
+				break
+			}
+		}
 	})
 }
 
@@ -692,7 +729,12 @@ func TestGetPutCancel(t *testing.T) {
 	require.True(t, bytes.Equal(data, gpRead(t, filepath.Join(local, "after"))))
 }
 
-func TestGetPutTreeFailureStopsTheRest(t *testing.T) {
+// TestPutTreeGoesOnPastAFailure: one destination name of 50 is taken by a non-empty
+// directory, so that file's rename fails. The other 49 are copied and the Put returns
+// a *TreeError with that one; its data, all sent, stays under the part name, which a
+// listing does not take for a finished file and Resume continues. StopOnError stops
+// at it instead and returns its failure alone.
+func TestPutTreeGoesOnPastAFailure(t *testing.T) {
 	c, pid := getPutClient(t, t.TempDir())
 	ctx := gpCtx(t)
 	local, remote := gpDirs(t)
@@ -700,18 +742,52 @@ func TestGetPutTreeFailureStopsTheRest(t *testing.T) {
 	for i := range 50 {
 		gpWrite(t, filepath.Join(tree, fmt.Sprintf("f%02d", i)), gpData(40_000, uint64(i)))
 	}
-	// One destination name is taken by a non-empty directory: its rename fails.
 	gpWrite(t, filepath.Join(remote, "tree", "f25", "x"), nil)
 	before := serverFDs(t, pid)
-	err := c.Put(ctx, tree, remote, Recursive(), Parallel(8))
+	err := c.Put(ctx, tree, filepath.Join(remote, "tree"), Recursive(), Parallel(8))
+	var te *TreeError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 1, te.Count)
 	var pe *fs.PathError
-	require.ErrorAs(t, err, &pe)
+	require.ErrorAs(t, te.Failed[0], &pe)
 	require.Equal(t, "put", pe.Op)
 	require.Equal(t, filepath.Join(tree, "f25"), pe.Path)
 	require.NotErrorIs(t, err, context.Canceled)
 	require.Equal(t, before, serverFDs(t, pid))
-	// Its data was all sent: it stays under the part name for a later Resume.
-	require.Equal(t, gpData(40_000, 25), gpRead(t, filepath.Join(remote, "tree", ".f25"+partSuffix)))
+	for i := range 50 {
+		if i != 25 {
+			require.Equal(t, gpData(40_000, uint64(i)), gpRead(t, filepath.Join(remote, "tree", fmt.Sprintf("f%02d", i))))
+		}
+	}
+	part := filepath.Join(remote, "tree", ".f25"+partSuffix)
+	require.Equal(t, gpData(40_000, 25), gpRead(t, part))
+
+	// A Get of the copy does not take the part for a file.
+	back := filepath.Join(local, "back")
+	require.NoError(t, c.Get(ctx, filepath.Join(remote, "tree"), back, Recursive()))
+	require.NoFileExists(t, filepath.Join(back, ".f25"+partSuffix))
+	require.NoFileExists(t, filepath.Join(back, "f25"+partSuffix))
+
+	require.NoError(t, os.RemoveAll(filepath.Join(remote, "tree", "f25")))
+	var ev events
+	require.NoError(t, c.Put(ctx, tree, filepath.Join(remote, "tree"), Recursive(), Resume(), ev.opt()))
+	require.Equal(t, gpData(40_000, 25), gpRead(t, filepath.Join(remote, "tree", "f25")))
+	require.NoFileExists(t, part)
+	for _, p := range ev.list {
+		if p.Path == filepath.Join(tree, "f25") {
+			require.Equal(t, int64(40_000), p.Bytes, "the part was not continued")
+			break
+		}
+	}
+
+	gpWrite(t, filepath.Join(remote, "stop", "f25", "x"), nil)
+	err = c.Put(ctx, tree, filepath.Join(remote, "stop"), Recursive(), Parallel(8), StopOnError())
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, filepath.Join(tree, "f25"), pe.Path)
+	require.False(t, errors.As(err, &te), "StopOnError returned a TreeError")
+	require.NotErrorIs(t, err, context.Canceled)
+	settle(t, c)
+	require.Equal(t, before, serverFDs(t, pid))
 }
 
 func TestGetPutParallel(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"time"
 )
@@ -20,7 +19,7 @@ import (
 
 var (
 	errLinkInTheWay = errors.New("sftp: a symbolic link is where the copy has a directory; it is not followed")
-	errNoLocalName  = errors.New("sftp: the remote path has no base name to give the local copy")
+	errIsDirectory  = errors.New("sftp: the destination is a directory; Get and Put name the copy itself (copy into a directory with GetAll or PutAll)")
 )
 
 // localDest is the local side of one Get: the directory that receives the copy, and
@@ -31,31 +30,29 @@ type localDest struct {
 	name string // the copy's name in root: a plain name, or "." for root itself
 }
 
-// openLocalDest works out where a Get of remote to local goes, as cp does: into local
-// under the remote's base name when local is an existing directory, else to local
-// itself. For a tree the copy's parent directories are made (with perm) if missing;
-// a file's must exist.
-func openLocalDest(remote, local string, tree bool, perm fs.FileMode) (*localDest, error) {
+// openLocalDest opens where a Get to local writes. local names the copy itself, so
+// that running the same Get again lands in the same place: a file's copy is local
+// (an existing directory there is an error), a tree's copy is the directory local,
+// made if missing (with its parents, with perm) and merged into if present. The
+// directories on the way to local are the caller's, and links among them are
+// followed; the copy's own name is held to the rule of every name in the tree (a
+// link there is replaced for a file and refused for a tree), except when it has no
+// base name ("/", ".", ".."), when the root is opened on local itself.
+func openLocalDest(local string, tree bool, perm fs.FileMode) (*localDest, error) {
 	if local == "" {
 		return nil, errors.New("sftp: empty local path")
 	}
-	d := &localDest{dir: local, name: path.Base(remote)}
-	if lfi, err := os.Stat(local); err != nil || !lfi.IsDir() {
-		local = filepath.Clean(local) // "new/" names new, not new/new
-		d.dir, d.name = filepath.Dir(local), filepath.Base(local)
-	}
+	clean := filepath.Clean(local) // "new/" names new, not new/new
+	d := &localDest{dir: filepath.Dir(clean), name: filepath.Base(clean)}
 	if !plainName(d.name) {
-		// A remote base name such as "/" or "..": a tree is copied into the
-		// directory itself, and a file has no name to take.
-		if !tree {
-			return nil, errNoLocalName
-		}
-		d.name = "."
+		d.dir, d.name = clean, "."
 	}
-	if tree {
-		if err := os.MkdirAll(d.dir, perm); err != nil {
-			return nil, err
+	if !tree {
+		if fi, err := os.Stat(clean); err == nil && fi.IsDir() {
+			return nil, errIsDirectory
 		}
+	} else if err := os.MkdirAll(d.dir, perm); err != nil {
+		return nil, err
 	}
 	root, err := os.OpenRoot(d.dir)
 	if err != nil {
@@ -94,10 +91,21 @@ func (d *localDest) remove(name string) error { return d.err(d.root.Remove(name)
 
 func (d *localDest) rename(from, to string) error { return d.err(d.root.Rename(from, to)) }
 
-func (d *localDest) chmod(name string, mode fs.FileMode) error {
-	return d.err(d.root.Chmod(name, mode))
+// setDirMeta gives the directory name its mode and, when setTimes, its times,
+// through a descriptor of the directory itself (localsource.go): os.Root's Chmod and
+// Chtimes follow a final link, to wherever in the root it leads.
+func (d *localDest) setDirMeta(name string, mode fs.FileMode, setTimes bool, atime, mtime time.Time) error {
+	if err := setDirMeta(d.root, name, mode, setTimes, atime, mtime); err != nil {
+		if errors.Is(err, errSwapped) {
+			return pathErr("chmod", d.path(name), errNoLongerDir)
+		}
+		return d.err(err)
+	}
+	return nil
 }
 
+// chtimes sets the times of the part file name. It follows a final link, which stays
+// inside the root: the part was just created exclusively and written by this Get.
 func (d *localDest) chtimes(name string, atime, mtime time.Time) error {
 	return d.err(d.root.Chtimes(name, atime, mtime))
 }
@@ -123,16 +131,16 @@ func (d *localDest) createPart(name string, perm fs.FileMode) (*os.File, error) 
 }
 
 // reopenPart opens for Resume the part file that fi (from lstat) describes as a
-// regular file. Opening follows a final link, so what opened is checked to be that
-// same file: a link put there meanwhile is refused, not written through.
+// regular file, checked to be that same file (localsource.go): a link put there
+// meanwhile is refused, not written through, and a FIFO does not block the open.
 func (d *localDest) reopenPart(name string, fi fs.FileInfo) (*os.File, error) {
-	f, err := d.root.OpenFile(name, os.O_WRONLY, 0)
+	f, err := d.root.OpenFile(name, os.O_WRONLY|localOpenFlags, 0)
 	if err != nil {
 		return nil, d.err(err)
 	}
-	if ofi, err := f.Stat(); err != nil || !os.SameFile(fi, ofi) {
+	if err := checkOpened(f, fi, fs.FileMode.IsRegular); err != nil {
 		f.Close()
-		return nil, pathErr("resume", d.path(name), errNotRegular)
+		return nil, pathErr("resume", d.path(name), err)
 	}
 	return f, nil
 }

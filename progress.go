@@ -50,6 +50,7 @@ type reporter struct {
 	files      int
 	filesTotal int
 	inProgress int
+	done       bool // the walk has ended
 }
 
 func newReporter(fn func(Progress)) *reporter {
@@ -59,13 +60,34 @@ func newReporter(fn func(Progress)) *reporter {
 	return &reporter{fn: fn}
 }
 
-// plan records what the call will move, before any file starts.
-func (r *reporter) plan(files int, size int64) {
+// plan records the one file a call of a single file moves, before it starts.
+func (r *reporter) plan(size int64) {
+	r.found(size)
+	r.walked()
+}
+
+// found counts a file the walk found, of size bytes (-1: unknown).
+func (r *reporter) found(size int64) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
-	r.filesTotal, r.totalSize = files, size
+	r.filesTotal++
+	if size < 0 || r.totalSize < 0 {
+		r.totalSize = -1
+	} else {
+		r.totalSize += size
+	}
+	r.mu.Unlock()
+}
+
+// walked records that the walk has ended: FilesTotal and TotalSize are final.
+func (r *reporter) walked() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.done = true
 	r.mu.Unlock()
 }
 
@@ -128,7 +150,7 @@ func (r *reporter) snapshot(p *fileProgress) Progress {
 		Path: p.path, Dest: p.dest, Bytes: p.bytes, Size: p.size,
 		TotalBytes: r.totalBytes, TotalSize: r.totalSize,
 		Files: r.files, FilesTotal: r.filesTotal, InProgress: r.inProgress,
-		Walked: true, // trees are still listed whole before they are copied
+		Walked: r.done,
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 
 // SkipUnchanged makes Get and Put leave alone a file whose destination already has
 // the source's size and modification time (in whole seconds, all SFTP v3 carries),
-// like rclone copy. Combined with Preserve, which gives copies their source's times,
-// a second run over the same tree moves nothing. Such a file is reported once, with
+// like rclone copy. Get and Put name the copy itself, so the same call run again
+// lands where the first run did; combined with Preserve, which gives copies their
+// source's times, that second run moves nothing. Such a file is reported once, with
 // Done and Skipped set. Nothing compares content: a file changed without a change of
 // size or time is not copied.
 func SkipUnchanged() TransferOption {

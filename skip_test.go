@@ -36,12 +36,10 @@ func TestGetPutSkipUnchanged(t *testing.T) {
 		}
 		return moved, skippedFiles
 	}
-	// Both destinations are existing directories, so every run copies into the same
-	// place (cp's rule: into a directory, under the source's name).
+	// The destination names the copy, so every run lands in the same place.
 	rt, back := filepath.Join(remote, "src"), filepath.Join(local, "back", "src")
-	require.NoError(t, os.Mkdir(filepath.Join(local, "back"), 0o755))
-	put := func(opts ...TransferOption) error { return c.Put(ctx, src, remote, opts...) }
-	get := func(opts ...TransferOption) error { return c.Get(ctx, rt, filepath.Join(local, "back"), opts...) }
+	put := func(opts ...TransferOption) error { return c.Put(ctx, src, rt, opts...) }
+	get := func(opts ...TransferOption) error { return c.Get(ctx, rt, back, opts...) }
 
 	moved, skippedFiles := run(put)
 	require.ElementsMatch(t, []string{"a", "b"}, moved)

@@ -52,15 +52,6 @@ func (t *getPutCall) smallPut(size int64) bool {
 	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
 }
 
-// isSmall reports whether op ("get" or "put") moves the file fi describes by the
-// two-round-trip path.
-func (t *getPutCall) isSmall(op string, fi fs.FileInfo) bool {
-	if op == "get" {
-		return t.smallGet(remoteSize(fi))
-	}
-	return t.smallPut(fi.Size())
-}
-
 // pendingReq is one request sent, with the channel its reply comes on.
 type pendingReq struct {
 	id   uint32
@@ -185,48 +176,23 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 // receiveSmall does getSmall's two round trips. rest reports that the file may go on
 // past n, the bytes written to w; ends is what the two READs said about the file's end.
 func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	cn := f.cn
 	ends = newReadEnds()
 	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
 	encs := []func(id uint32) []byte{
 		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
 		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
 	}
+	wants := []uint32{uint32(size), probe}
 	if size == 0 {
-		encs = encs[1:] // the probe alone: it reads from 0
+		encs, wants = encs[1:], wants[1:] // the probe alone: it reads from 0
 	}
 	reqs, cls, serr := f.sendThenClose(ctx, t.ctx, encs)
-
-	// data[i] is what READ i brought: nil for EOF.
-	data := make([][]byte, len(reqs))
-	resps := make([]response, len(reqs))
+	data, resps, rerr := collectReads(ctx, f.cn, reqs, wants)
 	defer func() {
 		for i := range resps {
 			resps[i].release()
 		}
 	}()
-	var rerr error // the first failure, by request order
-	collect(ctx, cn, reqs, func(i int, r response, err error) {
-		if err != nil {
-			if rerr == nil {
-				rerr = err
-			}
-			return
-		}
-		want := uint32(size)
-		if len(encs) == 1 || i == 1 {
-			want = probe
-		}
-		d, err := smallData(&r, want)
-		if err != nil {
-			r.release()
-			if rerr == nil {
-				rerr = cn.check(err)
-			}
-			return
-		}
-		data[i], resps[i] = d, r
-	})
 	// A read handle's CLOSE reports nothing that matters to the data (as in
 	// getFile), unless the reply itself is malformed, which fails the channel.
 	closeReply(t.ctx, f, cls)
@@ -244,29 +210,61 @@ func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io
 		return 0, false, ends, f.err("read", rerr)
 	}
 	ends = smallEnds(data, size)
-	first := data[0]
-	if first == nil && len(encs) == 2 {
+	if data[0] == nil && len(data) == 2 {
 		// EOF at 0: the file was emptied since the listing, unless the probe found data.
 		return 0, false, ends, f.err("read", ends.conflict())
 	}
+	n, rest, err = writeSmall(w, data, size)
+	return n, rest, ends, err
+}
+
+// collectReads waits for the replies to the READs reqs of want bytes each: data[i] is
+// what READ i brought (nil for EOF), held in resps[i] until the caller releases it;
+// err is the first failure, by request order.
+func collectReads(ctx context.Context, cn *conn, reqs []pendingReq, wants []uint32) (data [][]byte, resps []response, err error) {
+	data = make([][]byte, len(reqs))
+	resps = make([]response, len(reqs))
+	collect(ctx, cn, reqs, func(i int, r response, rerr error) {
+		if rerr == nil {
+			var d []byte
+			if d, rerr = smallData(&r, wants[i]); rerr == nil {
+				data[i], resps[i] = d, r
+				return
+			}
+			r.release()
+			rerr = cn.check(rerr)
+		}
+		if err == nil {
+			err = rerr
+		}
+	})
+	return data, resps, err
+}
+
+// writeSmall writes to w what the READs of a small file listed as size bytes brought
+// (data: the READ of size, then the probe past it; the probe alone for size 0), the
+// first of them not EOF unless it is the probe alone. rest reports that the file may
+// go on past n.
+func writeSmall(w io.Writer, data [][]byte, size int64) (n int64, rest bool, err error) {
+	first := data[0]
 	if _, err := w.Write(first); err != nil {
-		return 0, false, ends, err
+		return 0, false, err
 	}
 	n = int64(len(first))
 	switch {
-	case len(encs) == 1: // an empty file: the probe read from 0
-		return n, len(first) > 0, ends, nil
+	case len(data) == 1: // an empty file: the probe read from 0
+		return n, len(first) > 0, nil
 	case n < size:
 		// Short: the file shrank, or the server caps READs below this one. Only a
 		// READ from n tells which; what the probe brought is not next to n, but is
-		// kept in ends, which the end the engine finds must agree with.
-		return n, true, ends, nil
+		// kept in the ends, which the end the engine finds must agree with.
+		return n, true, nil
 	case len(data[1]) == 0:
-		return n, false, ends, nil // EOF where the listing said
+		return n, false, nil // EOF where the listing said
 	}
 	// The file grew since the listing: keep what the probe brought and go on.
 	m, err := w.Write(data[1])
-	return n + int64(m), err == nil, ends, err
+	return n + int64(m), err == nil, err
 }
 
 // smallEnds is what receiveSmall's READs (data[i] nil for EOF) said about the end:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -195,43 +194,6 @@ func TestWalkDirBoundsTheBytesItHolds(t *testing.T) {
 	require.Equal(t, "/deep"+strings.Repeat("/d", 12), refused)
 	t.Logf("live heap growth, peak of samples: %d KiB", heap.peak>>10)
 	require.Less(t, heap.peak, int64(3*limit))
-}
-
-// TestHostileGetChargesEachPage: a recursive Get lists a level's directories Parallel
-// at a time against one shared budget. Here sixteen directories list pages of names
-// forever; the budget (1 MiB) must be charged page by page, so the Get stops after
-// about a budget's worth of pages, not after each listing has run to its own bound
-// (the memory limit of a whole listing, hundreds of pages each).
-func TestHostileGetChargesEachPage(t *testing.T) {
-	var dirs []testserver.ListEntry
-	for i := range 16 {
-		dirs = append(dirs, testserver.ListEntry{Name: fmt.Sprintf("d%02d", i), Mode: 0o040755})
-	}
-	top := func(n int) []testserver.ListEntry {
-		if n > 0 {
-			return nil
-		}
-		return dirs
-	}
-	c, srv := newTestServerClient(t, testserver.Options{Listing: func(p string) testserver.Lister {
-		switch {
-		case p == "/wide":
-			return top
-		case strings.HasPrefix(p, "/wide/"):
-			return endless(1000)
-		}
-		return nil
-	}})
-	require.NoError(t, srv.Mkdir("/wide", 0o755))
-	lim := walkLimits{depth: 64, entries: 1 << 20, bytes: 1 << 20}
-	err := c.Get(tsCtx(t), "/wide", filepath.Join(t.TempDir(), "out"), Recursive(), withWalkLimits(lim))
-	require.ErrorIs(t, err, errTooBig)
-	require.NotErrorIs(t, err, ErrListingTooLarge, "the shared budget, not one listing's own bound, stopped the Get")
-	// A page of 1000 entries costs well over 16 KiB of the budget, so 64 pages pass it;
-	// up to Parallel (16) listings have up to readAhead READDIRs each in flight when
-	// it runs out.
-	require.Less(t, srv.Requests(testserver.TypeReaddir), 1+64+16*readAhead)
-	require.Zero(t, srv.OpenHandles())
 }
 
 // TestGlobBoundsItsMatches: "*/*" over a server's directories matches every entry of

@@ -108,8 +108,9 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 		}
 	}
 	for _, local := range locals {
-		// Where the copy lands is Put's rule, repeated for the summary and the
-		// overlap check.
+		// Where the copy lands: inside an existing directory under the source's
+		// name (cp's rule), else REMOTE itself. Put names the copy, so it is given
+		// dst.
 		dst := dir
 		if isDir {
 			dst = path.Join(dir, filepath.Base(local))
@@ -120,7 +121,7 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 			}
 		}
 		err = a.withRetries(ctx, c, x, "put", local, dst, func(s *session, opts ...sftp.TransferOption) error {
-			return s.client.Put(ctx, local, dir, opts...)
+			return s.client.Put(ctx, local, dst, opts...)
 		})
 		if err != nil {
 			return fmt.Errorf("put %s -> %s: %w", local, dst, unwrapOp(err, "put", local))
@@ -214,7 +215,7 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 			}
 		}
 		err = a.withRetries(ctx, c, x, "get", src, dst, func(s *session, opts ...sftp.TransferOption) error {
-			return s.client.Get(ctx, src, local, opts...)
+			return s.client.Get(ctx, src, dst, opts...)
 		})
 		if err == nil {
 			continue

@@ -170,15 +170,18 @@ func TestResume(t *testing.T) {
 	require.Equal(t, want, got)
 	require.NoFileExists(t, dst+".sluice-part")
 
-	// put: the part file is ".<name>.sluice-part" beside the destination.
+	// put: the part file is ".<name>.sluice-part" beside the destination. An upload
+	// is resumed only from a part whose last bytes are the source's (the library
+	// checks it before writing through the reopened part), so it holds the source's
+	// prefix here.
 	up := filepath.Join(dir, "up.bin")
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".up.bin.sluice-part"), seed, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".up.bin.sluice-part"), data[:len(seed)], 0o644))
 	r = runCLI(t, "put", "-a", src, up)
 	requireOK(t, r)
 	require.Contains(t, r.stderr, "(300000 resumed)")
 	got, err = os.ReadFile(up)
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	require.Equal(t, data, got)
 	require.NoFileExists(t, filepath.Join(dir, ".up.bin.sluice-part"))
 
 	// Without -a a part file is started over.

@@ -1,0 +1,119 @@
+package sftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Destinations that are not regular files. Get and Put write a regular file under a
+// part name and rename it into place; done to a device, a FIFO or a terminal, that
+// rename replaces the node with a regular file (`get big /dev/null`, run as root, left
+// a 0644 file at /dev/null, and every program writing there then filled the disk or
+// failed). So the destination the caller names, when it exists and is such a node, is
+// opened for writing where it is (without creating or truncating it) and written in
+// order, as scp and sftp(1) do: never replaced, renamed over, truncated, chmodded or
+// given times. Resume, SkipUnchanged, Preserve and Fsync do not apply to it.
+//
+// This holds for the name the caller gives Get or Put. Inside a tree, and for the
+// sources of GetAll and PutAll, a name that is such a node is replaced by the copy like
+// any other file: those names come from listings, not from the caller.
+
+// errRemoteFIFO refuses a Put onto a remote FIFO or socket.
+var errRemoteFIFO = errors.New("sftp: the remote destination is a FIFO or a socket; opening it would block the server until a reader came, so Put does not write to it")
+
+// specialMode reports whether m is a node that is written in place.
+func specialMode(m fs.FileMode) bool { return !m.IsRegular() && !m.IsDir() }
+
+// getInPlace copies the remote regular file src, described by fi, into the existing
+// local node dst (lfi from Stat: links in the caller's path are followed, so
+// /dev/stdout is the terminal or pipe it leads to).
+func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs.FileInfo) (err error) {
+	// Not blocking: a FIFO with no reader fails at once (ENXIO) instead of holding
+	// the open past ctx.
+	lf, err := os.OpenFile(dst, os.O_WRONLY|localOpenFlags, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		return fmt.Errorf("sftp: no process has %s open for reading: %w", dst, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := checkSame(lf, lfi, specialMode); err != nil {
+		return pathErr("open", dst, err)
+	}
+	unhook, err := writeWithin(ctx, lf)
+	if err != nil {
+		return err
+	}
+	defer unhook()
+	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	p := t.rep.start(src, dst, 0, remoteSize(fi))
+	defer func() { p.end(err) }()
+	// Only Write, so the data comes in order: a FIFO or a terminal has no offsets.
+	var w io.Writer = lf
+	if p != nil {
+		w = &progressFile{f: lf, p: p}
+	}
+	stop := watch(ctx, f)
+	if err = ctx.Err(); err == nil {
+		_, err = f.WriteTo(struct{ io.Writer }{w})
+	}
+	stop()
+	closeWithin(t.ctx, f)
+	if cerr := ctx.Err(); cerr != nil {
+		// The write it interrupted says only that its deadline passed.
+		return fmt.Errorf("sftp: %w", cerr)
+	}
+	return err
+}
+
+// writeWithin bounds lf's writes by ctx where the system can interrupt them (a FIFO, a
+// terminal: files the runtime polls, kept non-blocking for it); elsewhere (a device
+// such as /dev/null) writes do not wait, and lf is made blocking.
+func writeWithin(ctx context.Context, lf *os.File) (unhook func(), err error) {
+	if lf.SetWriteDeadline(time.Time{}) != nil {
+		return func() {}, setBlocking(lf)
+	}
+	stop := context.AfterFunc(ctx, func() { lf.SetWriteDeadline(time.Unix(1, 0)) })
+	return func() { stop() }, nil
+}
+
+// putInPlace copies the local file ls to the existing remote device dst: opened for
+// writing only (no create, no truncate) and written, never replaced. It is never
+// striped: another lane would open it again by name.
+func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) (err error) {
+	lf, err := ls.open()
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	f, err := t.openRemote(ctx, dst, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	f.append = true // not striped (see above); the offsets it sends are kept
+	p := t.rep.start(ls.path, dst, 0, ls.info.Size())
+	defer func() { p.end(err) }()
+	var src io.Reader = lf
+	if p != nil {
+		src = &progressFile{f: lf, p: p}
+	}
+	stop := watch(ctx, f)
+	if err = ctx.Err(); err == nil {
+		_, err = f.ReadFrom(src)
+	}
+	stop()
+	if cerr := closeWithin(t.ctx, f); err == nil {
+		err = cerr
+	}
+	return stopped(ctx, err)
+}

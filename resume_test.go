@@ -1,0 +1,106 @@
+package sftp
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sftp/internal/testserver"
+)
+
+// Resume of an upload proves the part file it reopens is the one it looked at
+// (resume.go). Each test swaps the part for a link between Resume's LSTAT and its
+// OPEN, where a third party with write access to the directory could.
+
+func withAfterPartLstat(fn func(part string)) TransferOption {
+	return func(o *transferOptions) error { o.afterPartLstat = fn; return nil }
+}
+
+func TestResumePutPartSwappedForALink(t *testing.T) {
+	const size, k = 1<<20 + 5, 300_001
+	data := gpData(size, 21)
+	for _, tc := range []struct {
+		name   string
+		victim func(t *testing.T, victim, part string)
+	}{
+		// Another file: its attributes differ from the part's.
+		{"other file", func(t *testing.T, victim, _ string) {}},
+		// A file made to look like the part (same size, mode, owner and time) whose
+		// last bytes are not the source's: the content check refuses it.
+		{"look-alike", func(t *testing.T, victim, part string) {
+			fake := slices.Clone(data[:k])
+			fake[k-1] ^= 0xff
+			require.NoError(t, os.WriteFile(victim, fake, 0o644))
+			fi, err := os.Stat(part)
+			require.NoError(t, err)
+			require.NoError(t, os.Chmod(victim, fi.Mode().Perm()))
+			require.NoError(t, os.Chtimes(victim, fi.ModTime(), fi.ModTime()))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := getPutClient(t, t.TempDir())
+			local, remote := gpDirs(t)
+			src := filepath.Join(local, "src")
+			gpWrite(t, src, data)
+			part := filepath.Join(remote, ".dst"+partSuffix)
+			gpWrite(t, part, data[:k])
+			victim := filepath.Join(t.TempDir(), "authorized_keys")
+			gpWrite(t, victim, []byte("ssh-ed25519 AAAA the owner's key"))
+			tc.victim(t, victim, part)
+			before := gpRead(t, victim)
+
+			var ev events
+			err := c.Put(gpCtx(t), src, filepath.Join(remote, "dst"), Resume(), ev.opt(), withAfterPartLstat(func(p string) {
+				require.Equal(t, part, p)
+				require.NoError(t, os.Remove(part))
+				require.NoError(t, os.Symlink(victim, part))
+			}))
+			require.NoError(t, err)
+			require.Equal(t, before, gpRead(t, victim), "the upload was written through the link")
+			require.Equal(t, data, gpRead(t, filepath.Join(remote, "dst")))
+			require.Zero(t, ev.list[0].Bytes, "the swapped part was resumed")
+			require.NoFileExists(t, part)
+		})
+	}
+}
+
+// A server that will not open a file for reading and writing cannot give the proof:
+// the Put says so rather than write through a handle it cannot check.
+func TestResumePutNeedsReadWriteOpen(t *testing.T) {
+	c, srv := newTestServerClient(t, testserver.Options{Fail: func(r testserver.Request) uint32 {
+		if r.Type == testserver.TypeOpen && r.Path == "/.dst"+partSuffix {
+			return testserver.StatusPermissionDenied
+		}
+		return 0
+	}})
+	data := gpData(100_000, 22)
+	require.NoError(t, srv.WriteFile("/.dst"+partSuffix, data[:1000], 0o644))
+	src := filepath.Join(t.TempDir(), "src")
+	gpWrite(t, src, data)
+	err := c.Put(tsCtx(t), src, "/dst", Resume())
+	require.ErrorIs(t, err, errResumeRDWR)
+	require.ErrorIs(t, err, os.ErrPermission)
+	got, err := srv.ReadFile("/.dst" + partSuffix)
+	require.NoError(t, err)
+	require.Equal(t, data[:1000], got, "the part was changed")
+	require.Zero(t, srv.OpenHandles())
+}
+
+// rclone's server truncates a file whenever it is opened for writing, READ|WRITE too.
+// The part a Resume reopens is then not the one it looked at (FSTAT shows it empty):
+// the upload starts over, and is whole.
+func TestResumePutOnRclone(t *testing.T) {
+	dir := serverDir(t)
+	data := gpData(1<<20, 23)
+	gpWrite(t, filepath.Join(dir, ".dst"+partSuffix), data[:300_000])
+	c := newRcloneClient(t, dir)
+	src := filepath.Join(t.TempDir(), "src")
+	gpWrite(t, src, data)
+	var ev events
+	require.NoError(t, c.Put(tsCtx(t), src, "/dst", Resume(), ev.opt()))
+	require.Zero(t, ev.list[0].Bytes, "resumed from a part the open truncated")
+	require.Equal(t, data, gpRead(t, filepath.Join(dir, "dst")))
+}
