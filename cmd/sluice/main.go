@@ -61,6 +61,7 @@ func usagef(format string, args ...any) error {
 type app struct {
 	cfg    *config
 	sshCfg *sshConfig // loaded when a host is reached
+	stdin  io.Reader  // put's "-"
 	stdout io.Writer
 	stderr io.Writer
 	// live is set when stderr is a terminal, where put and get redraw a progress line;
@@ -124,7 +125,7 @@ func newApp(stdout, stderr io.Writer) *app {
 	// A local server's stderr is copied by an exec goroutine while the progress display
 	// writes too: one lock keeps their lines whole (and a test's buffer race-free).
 	stderr = &lockedWriter{w: stderr}
-	return &app{cfg: &config{}, stdout: stdout, stderr: stderr, live: live, cols: cols}
+	return &app{cfg: &config{}, stdin: os.Stdin, stdout: stdout, stderr: stderr, live: live, cols: cols}
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
