@@ -26,7 +26,7 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 		return err
 	}
 	defer closeInto(&err, c.close)
-	srcs, several, err := a.remoteSources(ctx, c.s.client, rs)
+	srcs, operands, several, err := a.remoteSources(ctx, c.s.client, rs)
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
@@ -43,7 +43,7 @@ func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xfe
 			return err
 		}
 	}
-	return a.runPlan(ctx, c, x, getDirection, sourcesLabel(sourcePaths(srcs)), pl)
+	return a.runPlan(ctx, c, x, getDirection, sourcesLabel(operands), pl)
 }
 
 // destInfo is what the destination is before anything is copied.
@@ -82,14 +82,16 @@ func lookLocalDest(local string, several bool) (destInfo, error) {
 
 // remoteSources turns REMOTE operands into sources: ~ expanded, patterns matched. A
 // pattern's matches are named by the listing, and make the command one of several
-// sources whatever their number. several reports that DST must be a directory.
-func (a *app) remoteSources(ctx context.Context, c *sftp.Client, rs []remote) (srcs []source, several bool, err error) {
+// sources whatever their number. It returns the operands expanded too, which name
+// the sources in the summary, and several, which says DST must be a directory.
+func (a *app) remoteSources(ctx context.Context, c *sftp.Client, rs []remote) (srcs []source, operands []string, several bool, err error) {
 	several = len(rs) > 1
 	for _, r := range rs {
 		p, err := a.expandRemote(ctx, c, r.Path)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
+		operands = append(operands, p)
 		if !hasGlob(p) {
 			name, slash := remoteBase(r.Path)
 			srcs = append(srcs, source{path: p, name: name, slash: slash})
@@ -97,26 +99,18 @@ func (a *app) remoteSources(ctx context.Context, c *sftp.Client, rs []remote) (s
 		}
 		matches, err := a.glob(ctx, c, p)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		several = true
 		for _, m := range matches {
 			name := path.Base(m)
 			if !plainListedName(name) {
-				return nil, false, fmt.Errorf("%s: the server listed a name that is not a plain file name: %q", escapeText(p), m)
+				return nil, nil, false, fmt.Errorf("%s: the server listed a name that is not a plain file name: %q", escapeText(p), m)
 			}
 			srcs = append(srcs, source{path: m, name: name})
 		}
 	}
-	return srcs, several, nil
-}
-
-func sourcePaths(srcs []source) []string {
-	out := make([]string, len(srcs))
-	for i, s := range srcs {
-		out[i] = s.path
-	}
-	return out
+	return srcs, operands, several, nil
 }
 
 // planGet looks at the sources whose type decides their landing (one STAT each: a
