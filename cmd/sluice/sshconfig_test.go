@@ -266,7 +266,7 @@ Match all
 	writeEd25519Key(t, key)
 	r := runCLI(t, "-F", cfg, "-i", key, "-o", "BatchMode=yes", "ls", "box:x")
 	require.Equal(t, 1, strings.Count(r.stderr, "sluice: warning: ssh_config "+cfg), r.stderr)
-	require.Contains(t, r.stderr, "127.0.0.1:9", "the Match exec block did not set the port")
+	require.Contains(t, r.stderr, "127.0.0.1 port 9", "the Match exec block did not set the port")
 }
 
 // Every keyword sluice acts on (the ones -o accepts) has its step in resolveHost's
