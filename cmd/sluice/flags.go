@@ -121,14 +121,6 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-// recordSet adds the flags fs saw to c.set.
-func (c *config) recordSet(fs *flag.FlagSet) {
-	if c.set == nil {
-		c.set = map[string]bool{}
-	}
-	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
-}
-
 // parseAnywhere parses args with fs, taking flags anywhere among the operands, as
 // modern tools do; "--" ends the flags, and everything after it is an operand. It
 // returns the operands in order.

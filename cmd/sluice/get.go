@@ -71,7 +71,7 @@ func lookLocalDest(local string, several bool) (destInfo, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return d, err
 	case several || d.slash:
-		return d, fmt.Errorf("no such directory: %s", strings.TrimRight(local, "/"+string(filepath.Separator)))
+		return d, fmt.Errorf("no such directory: %s", strings.TrimRight(filepath.ToSlash(local), "/"))
 	}
 	parent := filepath.Dir(filepath.Clean(local))
 	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
