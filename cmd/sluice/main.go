@@ -99,21 +99,46 @@ type command struct {
 	setup func(fs *flag.FlagSet) func(ctx context.Context, a *app, args []string) error
 }
 
-var commands = map[string]command{
-	"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
-	"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
-	"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
-		return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
-	}},
-	"rm": {"rm [-r] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		recursive := fs.Bool("r", false, "remove directories and everything in them")
-		return func(ctx context.Context, a *app, args []string) error { return a.rm(ctx, args, *recursive) }
-	}},
-	"mkdir": {"mkdir [-p] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		parents := fs.Bool("p", false, "make parent directories as needed; no error if REMOTE exists as a directory")
-		return func(ctx context.Context, a *app, args []string) error { return a.mkdir(ctx, args, *parents) }
-	}},
+// commands are the subcommands by name. They are set in init: help and completion
+// read the table they are in.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
+		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
+		"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
+			return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
+		}},
+		"rm": {"rm [-r] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			recursive := fs.Bool("r", false, "remove directories and everything in them")
+			return func(ctx context.Context, a *app, args []string) error { return a.rm(ctx, args, *recursive) }
+		}},
+		"mkdir": {"mkdir [-p] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			parents := fs.Bool("p", false, "make parent directories as needed; no error if REMOTE exists as a directory")
+			return func(ctx context.Context, a *app, args []string) error { return a.mkdir(ctx, args, *parents) }
+		}},
+		"mv": {"mv REMOTE... REMOTE", 2, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.mv(ctx, args) }
+		}},
+		"chmod": {"chmod MODE REMOTE...", 2, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.chmod(ctx, args) }
+		}},
+		"df": {"df [-h] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			human := fs.Bool("h", false, "sizes in powers of 1024 (K, M, G), not 1K-blocks")
+			return func(ctx context.Context, a *app, args []string) error { return a.df(ctx, args, *human) }
+		}},
+		"cat": {"cat REMOTE...", 1, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.cat(ctx, args) }
+		}},
+		"help": {"help [COMMAND]", 0, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(_ context.Context, a *app, args []string) error { return a.help(args) }
+		}},
+		"completion": {"completion bash|zsh", 1, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(_ context.Context, a *app, args []string) error { return a.completion(args[0]) }
+		}},
+	}
 }
 
 // run is the whole program minus process exit, so tests can drive it: it returns the
@@ -223,7 +248,8 @@ func (a *app) findCommand(args []string) (name string, prefix, rest []string, er
 		own := newFlagSet(n)
 		commands[n].setup(own)
 		own.VisitAll(func(f *flag.Flag) {
-			if all.Lookup(f.Name) == nil {
+			// df's -h is its own: before any command -h is help.
+			if all.Lookup(f.Name) == nil && f.Name != "h" {
 				all.Var(f.Value, f.Name, f.Usage) // values thrown away: only the syntax counts
 			}
 		})

@@ -141,3 +141,17 @@ func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst str
 	}
 	return err
 }
+
+// cat writes remote files to standard output, one after another.
+func (a *app) cat(ctx context.Context, args []string) (err error) {
+	rs, err := a.targets(args)
+	if err != nil {
+		return err
+	}
+	s, closeFn, err := a.open(ctx, rs[0])
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	return a.catFiles(ctx, s.client, rs, "cat")
+}
