@@ -16,8 +16,10 @@ import (
 // refused".
 func TestConnectErrorsShowTheirCause(t *testing.T) {
 	isolateEnv(t)
-	port, err := sshdtest.FreePort()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close()) // nothing listens there now
 	r := runCLI(t, "-P", strconv.Itoa(port), "ls", "127.0.0.1:/")
 	require.Equal(t, exitFail, r.code)
 	require.Equal(t, "sluice: connect to host 127.0.0.1 port "+strconv.Itoa(port)+": Connection refused\n", r.stderr)
