@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,35 +16,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// homeUser is the account whose home directory the landing tests point where the
-// server's answer to "~" is the attack: its own, since they change it while they run.
-const homeUser = "sluicehome"
-
-// setHome makes dir homeUser's home directory (what home-directory and expand-path
-// answer for ~) until the test ends.
-func setHome(t *testing.T, dir string) {
+// homeBox starts an sshd whose sftp-server answers ~ with home, and makes it "box"
+// in ~/.ssh/config. OpenSSH's sftp-server expands ~ (expand-path@openssh.com) to its
+// working directory, which -d sets; home-directory, which would answer with the
+// account's home from the password database, is denied (-P), so that the client
+// falls back to expand-path. No account is changed: a test run twenty times, or
+// beside another, meets no login still in progress.
+func homeBox(t *testing.T, home string) {
 	t.Helper()
-	out, err := exec.Command("usermod", "-d", dir, homeUser).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-}
-
-// traversable opens dir and its parents up to /tmp to everyone, so that the account
-// the server runs as can reach what the test made there.
-func traversable(t *testing.T, dir string) {
-	t.Helper()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		require.NoError(t, os.Chmod(d, 0o755))
-	}
-}
-
-// homeBox starts an sshd that homeUser logs in to as "box" (~/.ssh/config).
-func homeBox(t *testing.T) {
-	t.Helper()
-	isolateEnv(t)
-	_, home := needUser(t, homeUser)
-	t.Cleanup(func() { setHome(t, home) })
-	s := newSSHDForUser(t, sshdtest.SSHDOptions{})
-	writeUserSSHConfig(t, strings.Replace(hostBlock("box", s), "User "+s.User, "User "+homeUser, 1), s)
+	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{SFTPServerArgs: []string{"-d", home, "-P", "home-directory"}})
+	writeUserSSHConfig(t, hostBlock("box", s), s)
 }
 
 // snapshot is a local directory's entries, contents and modes, and the directory's
@@ -70,12 +50,12 @@ func snapshot(t *testing.T, dir string) map[string]string {
 }
 
 // Item 7 of issue 19 (CVE-2019-6111's class): the server says what ~ is; it never
-// names a local file. A home directory named .ssh has its contents copied into DIR
+// names a local file. Through a private sshd whose ~ is the directory the test chose. A home directory named .ssh has its contents copied into DIR
 // (listed under what was typed), never DIR/.ssh, and -p leaves DIR's mode and times
 // alone, run after run. (A home that is a file is TestHostileHomeIsAFile: OpenSSH
 // answers ~ with its working directory, which is never one.)
 func TestServerHomeNamesNoLocalFile(t *testing.T) {
-	homeBox(t)
+	isolateEnv(t)
 	base := t.TempDir()
 	home := filepath.Join(base, "victim", ".ssh")
 	require.NoError(t, os.MkdirAll(filepath.Join(home, "sub"), 0o755))
@@ -84,7 +64,6 @@ func TestServerHomeNamesNoLocalFile(t *testing.T) {
 	require.NoError(t, os.Chmod(home, 0o777))
 	homeTime := time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, os.Chtimes(home, homeTime, homeTime))
-	traversable(t, filepath.Join(base, "victim"))
 
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".ssh"), 0o700))
@@ -93,7 +72,7 @@ func TestServerHomeNamesNoLocalFile(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0o750))
 	mine := snapshot(t, filepath.Join(dir, ".ssh"))
 
-	setHome(t, home)
+	homeBox(t, home)
 	r := runCLI(t, "get", "box:~", dir)
 	require.Equal(t, exitFail, r.code)
 	require.Contains(t, r.stderr, "is a directory (use -r")
@@ -115,7 +94,7 @@ func TestServerHomeNamesNoLocalFile(t *testing.T) {
 	}
 
 	// A home of /: nothing lands under a name the server chose, and DIR is untouched.
-	setHome(t, "/")
+	homeBox(t, "/")
 	before := snapshot(t, dir)
 	for _, args := range [][]string{{"get", "-p", "box:~", dir}, {"get", "-p", "box:", dir}, {"get", "-p", "box:~/", dir}} {
 		r = runCLI(t, args...)

@@ -272,3 +272,12 @@ func landed(dir string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// traversable opens dir and its parents up to /tmp to everyone, so that the account
+// the server runs as can reach what the test made there.
+func traversable(t *testing.T, dir string) {
+	t.Helper()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+}
