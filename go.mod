@@ -10,6 +10,7 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
+	golang.org/x/time v0.16.0
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -39,6 +39,11 @@ type sshAuth struct {
 	// keyboard-interactive challenge.
 	typedPassword *string
 	answers       map[string][]string
+
+	// trace tells -v what is tried; last is the method tried last, which is the one
+	// that worked once the login succeeds (x/crypto tries them in order).
+	trace func(format string, args ...any)
+	last  string
 }
 
 // keyFile is a private key file, parsed when the public key step asks for it.
@@ -79,15 +84,41 @@ func newAuth(hc *hostConfig, p *prompter) (*sshAuth, error) {
 func (a *sshAuth) methods() []ssh.AuthMethod {
 	var m []ssh.AuthMethod
 	if a.hc.pubkey {
-		m = append(m, ssh.PublicKeysCallback(a.signers))
+		m = append(m, ssh.PublicKeysCallback(func() ([]ssh.Signer, error) {
+			s, err := a.signers()
+			a.tried("publickey", "offering %d key(s)", len(s))
+			return s, err
+		}))
 	}
 	if a.prompt.usable() && a.hc.kbdInteractive {
-		m = append(m, ssh.RetryableAuthMethod(ssh.KeyboardInteractive(a.challenge), a.hc.passwordTries))
+		m = append(m, ssh.RetryableAuthMethod(ssh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
+			a.tried("keyboard-interactive", "%d question(s)", len(questions))
+			return a.challenge(name, instruction, questions, echos)
+		}), a.hc.passwordTries))
 	}
 	if a.prompt.usable() && a.hc.password {
-		m = append(m, ssh.RetryableAuthMethod(ssh.PasswordCallback(a.password), a.hc.passwordTries))
+		m = append(m, ssh.RetryableAuthMethod(ssh.PasswordCallback(func() (string, error) {
+			a.tried("password", "asking")
+			return a.password()
+		}), a.hc.passwordTries))
 	}
 	return m
+}
+
+// tried records that method is being tried, for -v.
+func (a *sshAuth) tried(method, format string, args ...any) {
+	a.last = method
+	if a.trace != nil {
+		a.trace("auth: trying %s: "+format, append([]any{method}, args...)...)
+	}
+}
+
+// lastMethod is the method tried last: after a successful login, the one that worked.
+func (a *sshAuth) lastMethod() string {
+	if a.last == "" {
+		return "none"
+	}
+	return a.last
 }
 
 // signers lists the keys to offer: the named files first (the user chose them, and an

@@ -290,7 +290,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ls", "a:x", "b:y"}, "are on different servers"},
 		{[]string{"-nosuchflag", "ls", "x"}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"ls", "-nosuchflag", "x"}, "ls: flag provided but not defined"},
-		{[]string{"-p", "ls", "x"}, "flag provided but not defined: -p"}, // mkdir's own flag
+		{[]string{"-p", "ls", "x"}, "ls: flag provided but not defined: -p"}, // mkdir's own flag
 		{[]string{"-inflight", "0", "ls", "x"}, "want a positive integer"},
 		{[]string{"-inflight", "100000", "ls", "x"}, "WithMaxInflight(100000)"},
 		{[]string{"-packet", "10", "ls", "x"}, "WithMaxPacket(10)"},
@@ -306,7 +306,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"put", "-j", "0", "a", "b"}, "put: invalid value \"0\" for flag -j: want a positive integer"},
 		{[]string{"get", "-j", "1025", "a", "b"}, "want 1 to 1024"},
 		{[]string{"get", "-j", "x", "a", "b"}, "want a positive integer"},
-		{[]string{"-r", "put", "a", "b"}, "flag provided but not defined: -r"}, // put's own flag
+		{[]string{"-r", "ls", "a"}, "ls: flag provided but not defined: -r"}, // put's and get's flag, before ls
+		{[]string{"--retries", "2", "mkdir", "x"}, "mkdir: flag provided but not defined: -retries"},
 		{[]string{"mkdir", "-r", "x"}, "mkdir: flag provided but not defined: -r"},
 		{[]string{"ls", "-q", "x"}, "ls: flag provided but not defined: -q"},
 		{[]string{"put", "-r", "a"}, "want at least 2 operand(s), got 1"},
@@ -386,4 +387,23 @@ func ownerNames(t *testing.T) string {
 	g, err := user.LookupGroupId(u.Gid)
 	require.NoError(t, err)
 	return u.Username + " " + g.Name
+}
+
+// Issue 21: put's and get's flags go before the command too, as -h says flags go
+// anywhere; ls's -l is the long listing after ls and the login user before it.
+func TestFlagsBeforeTheCommand(t *testing.T) {
+	needLocalServer(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	size := makeTree(t, src)
+	r := runCLI(t, "--retries", "5", "-r", "-q", "-j", "2", "put", src, filepath.Join(dir, "up"))
+	requireOK(t, r)
+	require.Empty(t, r.stderr, "-q before the command")
+	requireSameTree(t, src, filepath.Join(dir, "up", "src"))
+	r = runCLI(t, "-p", "-r", "get", filepath.Join(dir, "up", "src"), filepath.Join(dir, "down"), "--sync")
+	requireOK(t, r)
+	requireTreeSummary(t, r.stderr, "get", filepath.Join(dir, "up", "src"), filepath.Join(dir, "down", "src"), 50, size)
+	r = runCLI(t, "ls", "-l", dir)
+	requireOK(t, r)
+	require.Regexp(t, `^drwx`, r.stdout, "after ls, -l is the long listing")
 }

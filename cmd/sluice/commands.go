@@ -180,25 +180,30 @@ func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntr
 	}
 	userOf, groupOf := map[uint32]string{}, map[uint32]string{}
 	for i, id := range uids {
-		userOf[id] = users[i]
+		userOf[id] = ownerName(users[i], id)
 	}
 	for i, id := range gids {
-		groupOf[id] = groups[i]
+		groupOf[id] = ownerName(groups[i], id)
 	}
 	for i, e := range entries {
-		fa, ok := e.info.Sys().(*sftp.FileAttrs)
-		if !ok || fa.Flags&attrUIDGID == 0 {
-			continue
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&attrUIDGID != 0 {
+			entries[i].owner = userOf[fa.UID] + " " + groupOf[fa.GID]
 		}
-		u, g := userOf[fa.UID], groupOf[fa.GID]
-		if u == "" {
-			u = strconv.FormatUint(uint64(fa.UID), 10)
-		}
-		if g == "" {
-			g = strconv.FormatUint(uint64(fa.GID), 10)
-		}
-		entries[i].owner = escapeText(u) + " " + escapeText(g)
 	}
+}
+
+// maxOwnerName is the widest owner or group name ls -l shows (escaped): what useradd
+// allows. A longer name from the server is shown as its id, so that one absurd name
+// (users-groups-by-id allows 256 KiB) neither floods every line nor widens the column.
+const maxOwnerName = 32
+
+// ownerName is how ls -l shows the name the server gave for id: escaped, or the id
+// when it gave none or one too long to show.
+func ownerName(name string, id uint32) string {
+	if e := escapeText(name); e != "" && len(e) <= maxOwnerName {
+		return e
+	}
+	return strconv.FormatUint(uint64(id), 10)
 }
 
 func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error) {

@@ -46,9 +46,10 @@ type session struct {
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
 	local  bool
-	pace   *pace        // --limit, shared by every connection or pipe; nil for none
-	redial *redialer    // the extra SSH connections; nil without
-	extra  *serverProcs // the -D command's extra processes; nil without
+	pace   *pace          // --limit, shared by every connection or pipe; nil for none
+	redial *redialer      // the extra SSH connections; nil without
+	extra  *serverProcs   // the -D command's extra processes; nil without
+	report func(*session) // -v's last words, before Close; nil without
 
 	closeOnce sync.Once
 	closeErr  error
@@ -59,6 +60,9 @@ type session struct {
 // deferred Close may race).
 func (s *session) Close() error {
 	s.closeOnce.Do(func() {
+		if s.report != nil {
+			s.report(s)
+		}
 		// Pacing first: nothing that closing sends or reads should wait for --limit.
 		s.pace.close()
 		err := s.client.Close()
@@ -191,6 +195,8 @@ func (a *app) startServer(ctx context.Context, argv []string, local bool) (*sess
 		return nil, fmt.Errorf("starting SFTP with %q: %w", strings.Join(argv, " "), err)
 	}
 	s.client = client
+	a.sftpReport(client, strings.Join(argv, " "))
+	s.report = a.connectionReport
 	return s, nil
 }
 
@@ -320,4 +326,11 @@ func waitServer(cmd *exec.Cmd) error {
 		<-done
 		return fmt.Errorf("server %s did not exit after its input was closed; killed it", cmd.Path)
 	}
+}
+
+// started is how many extra processes the session started.
+func (p *serverProcs) started() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.procs)
 }

@@ -30,6 +30,7 @@ type config struct {
 	options          stringList    // -o Keyword=value
 	limit            int64         // --limit: bytes per second, 0 for none
 	timeout          time.Duration // --timeout: longest wait for a reply in a metadata call
+	verbose          int           // -v, repeatable: what is dialled, tried and offered
 
 	// set records the flags given anywhere on the command line, so that flags which
 	// only make sense for SSH can be refused when there is no host.
@@ -102,6 +103,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(positiveInt{p: &c.channels}, "channels", "most SFTP channels to stripe a large transfer over (`n`, default 16; fewer when the link needs fewer)")
 	fs.Var(positiveInt{p: &c.connections}, "connections", "most SSH connections to spread -channels over, the first included (`n`, default: as\nmany as they need, 8 channels to one or what the server allows); with -D, most server\nprocesses, one per channel; 1 keeps to one, as OpenSSH's sftp does")
 	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
+	fs.Var(countFlag{&c.verbose, 1}, "v", "verbose: say on stderr what is dialled and how, which logins are tried and which worked,\nthe server's version, SFTP extensions and limits, and the connections used (-vv: more)")
+	fs.Var(countFlag{&c.verbose, 2}, "vv", "as -v -v")
 	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
 }
 
@@ -116,14 +119,6 @@ func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
-}
-
-// recordSet adds the flags fs saw to c.set.
-func (c *config) recordSet(fs *flag.FlagSet) {
-	if c.set == nil {
-		c.set = map[string]bool{}
-	}
-	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 }
 
 // parseAnywhere parses args with fs, taking flags anywhere among the operands, as

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // A bandwidth cap (--limit), like OpenSSH sftp's -l and rclone's --bwlimit: a token
@@ -57,24 +59,29 @@ func parseRate(s string) (int64, error) {
 	return max(int64(f*float64(mult)), 1), nil
 }
 
-// limiter is a token bucket: rate bytes per second, bursts of up to one tenth of a
-// second's worth (at least 4 KiB), so the cap holds over any stretch longer than that.
+// limiter is a token bucket (golang.org/x/time/rate): rate bytes per second, bursts
+// of up to one tenth of a second's worth (at least 4 KiB), so the cap holds over any
+// stretch longer than that. Each take reserves its bytes, driving the bucket into
+// debt when it is empty, and sleeps the debt off: concurrent users share the rate
+// fairly. now and sleep are rate's clock and the wait, which tests script.
+//
+// It replaced a hand-written bucket after a measurement (BenchmarkLimiter, 4
+// connections over loopback at 1, 10 and 100 MiB/s): the rate reached and the CPU per
+// GiB differ by nothing benchstat can tell from noise. rate's own WaitN is not used:
+// its timer per wait cost 48% more CPU per GiB at 100 MiB/s.
 type limiter struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-	now    func() time.Time
-	sleep  func(d time.Duration, done <-chan struct{}) // returns early once done is closed
+	l     *rate.Limiter
+	burst int
+	now   func() time.Time
+	sleep func(d time.Duration, done <-chan struct{}) // returns early once done is closed
 
 	done      chan struct{} // closed by close: no more pacing
 	closeOnce sync.Once
 }
 
-func newLimiter(rate int64) *limiter {
-	burst := max(float64(rate)/10, 4096)
-	return &limiter{rate: float64(rate), burst: burst, tokens: burst, now: time.Now, sleep: sleepUntil, done: make(chan struct{})}
+func newLimiter(r int64) *limiter {
+	burst := int(max(r/10, 4096))
+	return &limiter{l: rate.NewLimiter(rate.Limit(r), burst), burst: burst, now: time.Now, sleep: sleepUntil, done: make(chan struct{})}
 }
 
 // sleepUntil waits d, or less if done is closed first.
@@ -92,26 +99,22 @@ func sleepUntil(d time.Duration, done <-chan struct{}) {
 func (l *limiter) close() { l.closeOnce.Do(func() { close(l.done) }) }
 
 // chunk is the most one call should move: a burst.
-func (l *limiter) chunk() int { return int(l.burst) }
+func (l *limiter) chunk() int { return l.burst }
 
-// take accounts for n bytes and waits until the bucket allows them. Reservations may
-// drive the bucket negative; the caller then sleeps off the debt, so concurrent users
-// share the rate fairly.
+// take accounts for n bytes and waits until the bucket allows them.
 func (l *limiter) take(n int) {
-	l.mu.Lock()
-	now := l.now()
-	if !l.last.IsZero() {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	l.tokens -= float64(n)
-	wait := time.Duration(0)
-	if l.tokens < 0 {
-		wait = time.Duration(-l.tokens / l.rate * float64(time.Second))
-	}
-	l.mu.Unlock()
-	if wait > 0 {
-		l.sleep(wait, l.done)
+	for n > 0 {
+		select {
+		case <-l.done:
+			return
+		default:
+		}
+		k := min(n, l.burst)
+		now := l.now()
+		if wait := l.l.ReserveN(now, k).DelayFrom(now); wait > 0 {
+			l.sleep(wait, l.done)
+		}
+		n -= k
 	}
 }
 

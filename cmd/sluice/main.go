@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +63,7 @@ func usagef(format string, args ...any) error {
 type app struct {
 	cfg    *config
 	sshCfg *sshConfig // loaded when a host is reached
+	stdin  io.Reader  // put's "-"
 	stdout io.Writer
 	stderr io.Writer
 	// live is set when stderr is a terminal, where put and get redraw a progress line;
@@ -96,21 +99,46 @@ type command struct {
 	setup func(fs *flag.FlagSet) func(ctx context.Context, a *app, args []string) error
 }
 
-var commands = map[string]command{
-	"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
-	"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
-	"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
-		return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
-	}},
-	"rm": {"rm [-r] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		recursive := fs.Bool("r", false, "remove directories and everything in them")
-		return func(ctx context.Context, a *app, args []string) error { return a.rm(ctx, args, *recursive) }
-	}},
-	"mkdir": {"mkdir [-p] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
-		parents := fs.Bool("p", false, "make parent directories as needed; no error if REMOTE exists as a directory")
-		return func(ctx context.Context, a *app, args []string) error { return a.mkdir(ctx, args, *parents) }
-	}},
+// commands are the subcommands by name. They are set in init: help and completion
+// read the table they are in.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
+		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
+		"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
+			return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
+		}},
+		"rm": {"rm [-r] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			recursive := fs.Bool("r", false, "remove directories and everything in them")
+			return func(ctx context.Context, a *app, args []string) error { return a.rm(ctx, args, *recursive) }
+		}},
+		"mkdir": {"mkdir [-p] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			parents := fs.Bool("p", false, "make parent directories as needed; no error if REMOTE exists as a directory")
+			return func(ctx context.Context, a *app, args []string) error { return a.mkdir(ctx, args, *parents) }
+		}},
+		"mv": {"mv REMOTE... REMOTE", 2, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.mv(ctx, args) }
+		}},
+		"chmod": {"chmod MODE REMOTE...", 2, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.chmod(ctx, args) }
+		}},
+		"df": {"df [-h] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
+			human := fs.Bool("h", false, "sizes in powers of 1024 (K, M, G), not 1K-blocks")
+			return func(ctx context.Context, a *app, args []string) error { return a.df(ctx, args, *human) }
+		}},
+		"cat": {"cat REMOTE...", 1, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(ctx context.Context, a *app, args []string) error { return a.cat(ctx, args) }
+		}},
+		"help": {"help [COMMAND]", 0, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(_ context.Context, a *app, args []string) error { return a.help(args) }
+		}},
+		"completion": {"completion bash|zsh", 1, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
+			return func(_ context.Context, a *app, args []string) error { return a.completion(args[0]) }
+		}},
+	}
 }
 
 // run is the whole program minus process exit, so tests can drive it: it returns the
@@ -124,7 +152,7 @@ func newApp(stdout, stderr io.Writer) *app {
 	// A local server's stderr is copied by an exec goroutine while the progress display
 	// writes too: one lock keeps their lines whole (and a test's buffer race-free).
 	stderr = &lockedWriter{w: stderr}
-	return &app{cfg: &config{}, stdout: stdout, stderr: stderr, live: live, cols: cols}
+	return &app{cfg: &config{}, stdin: os.Stdin, stdout: stdout, stderr: stderr, live: live, cols: cols}
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
@@ -160,70 +188,137 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 }
 
-// dispatch parses the shared flags, the command and its flags, and runs it. Shared
-// flags may come before or after the command name, and every flag may come after the
-// operands: both FlagSets hold the same flag.Values.
+// dispatch parses the flags, the command and its operands, and runs it. Every flag
+// may come anywhere: before the command, after it, among or after the operands ("--"
+// ends them). A flag before the command that the command does not take is a usage
+// error naming the command. Before the command -l is the login user; after ls it is
+// ls's long listing.
 func (a *app) dispatch(ctx context.Context, args []string) error {
-	global := newFlagSet("sluice")
-	a.cfg.register(global)
-	showVersion := global.Bool("version", false, "print the version and exit")
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			if rest := global.Args(); len(rest) > 0 && rest[0] == "all" {
-				printAllFlags(a.stdout)
-			} else {
-				printUsage(a.stdout)
-			}
-			return err
-		}
-		return usagef("%v", err)
+	name, prefix, rest, err := a.findCommand(args)
+	if name == "" || err != nil {
+		return err
 	}
-	if *showVersion {
-		fmt.Fprintln(a.stdout, versionString())
-		return nil
-	}
-	a.cfg.recordSet(global)
-	if global.NArg() == 0 {
-		return usagef("missing command (put, get, ls, rm or mkdir)")
-	}
-	name := global.Arg(0)
-	cmd, ok := commands[name]
-	if !ok {
-		if name == "all" && len(args) > 0 {
-			printAllFlags(a.stdout)
-			return nil
-		}
-		return usagef("unknown command %q (want put, get, ls, rm or mkdir)", name)
-	}
-	fs := newFlagSet(name)
-	global.VisitAll(func(f *flag.Flag) {
-		if !(cmd.ownL && f.Name == "l") && f.Name != "version" {
-			fs.Var(f.Value, f.Name, f.Usage)
+	cmd := commands[name]
+	// Before the command the shared flags win a clash of names (-l), after it the
+	// command's own; both FlagSets hold the same flag.Values.
+	before, after := newFlagSet(name), newFlagSet(name)
+	shared := newFlagSet("sluice")
+	a.cfg.register(shared)
+	shared.VisitAll(func(f *flag.Flag) { before.Var(f.Value, f.Name, f.Usage) })
+	runCmd := cmd.setup(after)
+	after.VisitAll(func(f *flag.Flag) {
+		if before.Lookup(f.Name) == nil {
+			before.Var(f.Value, f.Name, f.Usage)
 		}
 	})
-	runCmd := cmd.setup(fs)
-	operands, err := parseAnywhere(fs, global.Args()[1:])
+	shared.VisitAll(func(f *flag.Flag) {
+		if after.Lookup(f.Name) == nil {
+			after.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	if err := before.Parse(prefix); err != nil {
+		return usagef("%s: %v", name, err)
+	}
+	operands, err := parseAnywhere(after, rest)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(a.stdout, "Usage: sluice [flags] %s\n", cmd.synopsis)
-			own := newFlagSet(name) // the command's own flags only
-			cmd.setup(own)
-			own.SetOutput(a.stdout)
-			own.PrintDefaults()
-			fmt.Fprintln(a.stdout, "\nRun 'sluice -h all' for the shared flags.")
+			a.commandHelp(name, cmd)
 			return err
 		}
 		return usagef("%s: %v", name, err)
 	}
-	fs.Visit(func(f *flag.Flag) {
-		// Only the shared flags count: ls's own -l is not the login user.
-		if global.Lookup(f.Name) != nil && !(cmd.ownL && f.Name == "l") {
-			a.cfg.set[f.Name] = true
-		}
-	})
+	a.recordShared(shared, before, after, cmd)
 	if len(operands) < cmd.min || cmd.max > 0 && len(operands) > cmd.max {
 		return usagef("%s: want %s operand(s), got %d: usage: sluice [flags] %s", name, operandCount(cmd), len(operands), cmd.synopsis)
 	}
+	if err := a.checkShared(); err != nil {
+		return err
+	}
+	return runCmd(ctx, a, operands)
+}
+
+// findCommand finds the command among args: the first operand once every flag any
+// command takes is skipped, with its value. It handles -h, -h all and --version, for
+// which it returns no name.
+func (a *app) findCommand(args []string) (name string, prefix, rest []string, err error) {
+	all := newFlagSet("sluice")
+	a.cfg.register(all)
+	showVersion := all.Bool("version", false, "print the version and exit")
+	for _, n := range commandNames() {
+		own := newFlagSet(n)
+		commands[n].setup(own)
+		own.VisitAll(func(f *flag.Flag) {
+			// df's -h is its own: before any command -h is help.
+			if all.Lookup(f.Name) == nil && f.Name != "h" {
+				all.Var(f.Value, f.Name, f.Usage) // values thrown away: only the syntax counts
+			}
+		})
+	}
+	// The throwaway values above must not be the real ones: parse into a copy of
+	// the config, then start from a clean one.
+	saved := *a.cfg
+	defer func() { *a.cfg = saved }()
+	if err := all.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			if r := all.Args(); len(r) > 0 && r[0] == "all" {
+				printAllFlags(a.stdout)
+			} else {
+				printUsage(a.stdout)
+			}
+			return "", nil, nil, err
+		}
+		return "", nil, nil, usagef("%v", err)
+	}
+	if *showVersion {
+		fmt.Fprintln(a.stdout, versionString())
+		return "", nil, nil, nil
+	}
+	if all.NArg() == 0 {
+		return "", nil, nil, usagef("missing command (%s)", strings.Join(commandNames(), ", "))
+	}
+	name = all.Arg(0)
+	if _, ok := commands[name]; !ok {
+		if name == "all" && len(args) > 0 {
+			printAllFlags(a.stdout)
+			return "", nil, nil, nil
+		}
+		return "", nil, nil, usagef("unknown command %q (want %s)", name, strings.Join(commandNames(), ", "))
+	}
+	used := len(args) - all.NArg()
+	return name, args[:used], args[used+1:], nil
+}
+
+// commandHelp is "sluice COMMAND -h": the command's own flags.
+func (a *app) commandHelp(name string, cmd command) {
+	fmt.Fprintf(a.stdout, "Usage: sluice [flags] %s\n", cmd.synopsis)
+	own := newFlagSet(name) // the command's own flags only
+	cmd.setup(own)
+	own.SetOutput(a.stdout)
+	own.PrintDefaults()
+	fmt.Fprintf(a.stdout, "\nRun 'sluice help %s' for more, 'sluice -h all' for the shared flags.\n", name)
+}
+
+// recordShared notes which shared flags were given anywhere, for the checks that
+// refuse SSH flags without a host. ls's own -l after the command is not the login user.
+func (a *app) recordShared(shared, before, after *flag.FlagSet, cmd command) {
+	if a.cfg.set == nil {
+		a.cfg.set = map[string]bool{}
+	}
+	before.Visit(func(f *flag.Flag) {
+		if shared.Lookup(f.Name) != nil {
+			a.cfg.set[f.Name] = true
+		}
+	})
+	after.Visit(func(f *flag.Flag) {
+		if shared.Lookup(f.Name) != nil && !(cmd.ownL && f.Name == "l") {
+			a.cfg.set[f.Name] = true
+		}
+	})
+}
+
+// checkShared refuses shared flags whose values the library or x/crypto would refuse
+// later, before anything is started.
+func (a *app) checkShared() error {
 	if a.cfg.set["D"] && len(splitCommand(a.cfg.serverCmd)) == 0 {
 		return usagef("-D: empty server command")
 	}
@@ -233,7 +328,17 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 	if err := a.cfg.checkOptions(); err != nil {
 		return usagef("%v", err)
 	}
-	return runCmd(ctx, a, operands)
+	return nil
+}
+
+// commandNames lists the commands, sorted.
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func operandCount(c command) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,6 +59,7 @@ type display struct {
 	resumed      int64           // bytes that part files already held when their files started, and skipped files' bytes
 	skipped      int             // files --sync left alone
 	skippedBytes int64           // their bytes, part of resumed
+	failed       int             // files that failed (a tree goes on past them)
 	done         bool            // finish has run: draw no more
 
 	stopTick chan struct{}
@@ -99,6 +101,9 @@ func (d *display) update(p sftp.Progress) {
 	}
 	if ended {
 		delete(d.active, p.Path)
+	}
+	if p.Err != nil {
+		d.failed++
 	}
 	// Get and Put report a single file under the source name they were given, and a
 	// tree's files under longer names.
@@ -153,7 +158,10 @@ func (d *display) finish(err error) {
 	if d.drawn {
 		out = "\r" + clearLine
 	}
-	if err == nil {
+	// A tree that went on past failed files copied the rest: that is summed up too,
+	// before the failures are listed.
+	var te *sftp.TreeError
+	if err == nil || errors.As(err, &te) {
 		out += d.summary(d.now()) + "\n"
 	}
 	if out != "" {
@@ -270,6 +278,9 @@ func (d *display) summary(now time.Time) string {
 	}
 	if d.skipped > 0 {
 		what += fmt.Sprintf(", %d unchanged skipped", d.skipped)
+	}
+	if d.failed > 0 {
+		what += fmt.Sprintf(", %d failed", d.failed)
 	}
 	// A single file always reports; a successful transfer without any report was a
 	// tree without files.

@@ -101,10 +101,20 @@ func TestREADMEExamples(t *testing.T) {
 	randomFile(t, photos, "raw/c.cr2", 3000)
 	require.NoError(t, os.WriteFile("README.md", []byte("# readme\n"), 0o644))
 
+	jpg, err := os.ReadFile(filepath.Join(photos, "a.jpg"))
+	require.NoError(t, err)
 	before := strings.Count(bastion.Log(), "Accepted publickey")
+	ran := map[string]bool{}
 	for _, args := range examples {
 		r := runCLI(t, args...)
 		require.Equal(t, exitOK, r.code, "sluice %s: %s", strings.Join(args, " "), r.stderr)
+		ran[args[0]] = true
+		if args[0] == "cat" {
+			require.Equal(t, string(jpg)+string(data), r.stdout, "cat writes the files one after another")
+		}
+	}
+	for _, c := range []string{"cat", "mv", "chmod", "df"} {
+		require.True(t, ran[c], "the README shows %s", c)
 	}
 	// What the examples did, checked.
 	got, err := os.ReadFile(filepath.Join(work, "copy.iso"))
@@ -116,15 +126,16 @@ func TestREADMEExamples(t *testing.T) {
 	got, err = os.ReadFile(iso)
 	require.NoError(t, err)
 	require.Equal(t, data, got)
-	for _, n := range []string{"a.jpg", "b.jpg", "raw/c.cr2"} {
-		want, err := os.ReadFile(filepath.Join(photos, n))
-		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join(work, "restore", n))
-		require.NoError(t, err, n)
-		require.Equal(t, want, got, n)
-	}
+	// get -r photos restore landed as restore/photos; photos/ as the contents of flat;
+	// the glob into restore/.
+	requireSameFiles(t, photos, filepath.Join(work, "restore", "photos"))
+	requireSameFiles(t, photos, filepath.Join(work, "flat"))
+	requireEntries(t, filepath.Join(work, "restore"), "photos", "a.jpg", "b.jpg")
+	got, err = os.ReadFile(filepath.Join(work, "restore", "a.jpg"))
+	require.NoError(t, err)
+	require.Equal(t, jpg, got)
 	require.NoDirExists(t, filepath.Join(home, "backup"), "rm -r removed it")
-	require.FileExists(t, filepath.Join(home, "big.iso"))
+	require.NoFileExists(t, filepath.Join(home, "big.iso"), "mv moved it into backup")
 	require.FileExists(t, "/tmp/README.copy")
 	require.Equal(t, before+1, strings.Count(bastion.Log(), "Accepted publickey"), "-J went through the bastion")
 }

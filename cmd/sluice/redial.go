@@ -51,6 +51,7 @@ type redialer struct {
 	proven   bool  // a replayed login worked
 	failed   error // a replayed login did not: no more tries
 	count    int   // connections open or being dialled, the first included
+	made     int   // connections dialled, over the session's life
 	conns    map[*ssh.Client]bool
 	closed   bool
 	warned   bool // the changed host key was reported
@@ -89,6 +90,7 @@ func (r *redialer) dialCounted(ctx context.Context) (*ssh.Client, error) {
 		return nil, net.ErrClosed
 	}
 	r.conns[sc] = true
+	r.made++
 	r.watchers.Add(1)
 	r.mu.Unlock()
 	var stopAlive func()
@@ -252,4 +254,11 @@ func (r *redialer) close() {
 		_ = sc.Close()
 	}
 	r.watchers.Wait()
+}
+
+// dialled is how many extra connections the session made.
+func (r *redialer) dialled() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.made
 }

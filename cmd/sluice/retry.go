@@ -80,19 +80,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // that took the connection down: on a new connection, with Resume, so each
 // unfinished file continues from its part file rather than from the start. A failure
 // the server reports on a live connection (permission denied, no space) is final:
-// retrying would only repeat it.
+// retrying would only repeat it. It returns how many files the last try found.
 func (a *app) withRetries(ctx context.Context, c *xferConn, x *xferFlags, op, src, dst string,
-	do func(s *session, opts ...sftp.TransferOption) error) error {
+	do func(s *session, opts ...sftp.TransferOption) error) (int, error) {
 	opts := x.options()
 	for attempt := 0; ; attempt++ {
 		s := c.s
-		err := a.transfer(op, src, dst, x, opts, func(o ...sftp.TransferOption) error { return do(s, o...) })
+		found, err := a.transfer(op, src, dst, x, opts, func(o ...sftp.TransferOption) error { return do(s, o...) })
 		if err == nil || attempt >= x.retries || ctx.Err() != nil || a.connectionAlive(ctx, s) {
-			return err
+			return found, err
 		}
 		for {
 			if berr := a.backoff(ctx, attempt, x.retries, op+" "+src, err); berr != nil {
-				return err
+				return found, err
 			}
 			_ = c.close()
 			c.s, c.stop, err = a.open(ctx, c.r)
@@ -101,7 +101,7 @@ func (a *app) withRetries(ctx context.Context, c *xferConn, x *xferFlags, op, sr
 			}
 			if attempt++; attempt >= x.retries || ctx.Err() != nil {
 				c.s, c.stop = s, nil // closed already; keep close() harmless
-				return err
+				return found, err
 			}
 		}
 		if !x.resume {

@@ -75,6 +75,8 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 		return nil, fmt.Errorf("starting SFTP on %s: %w", hc.alias, err)
 	}
 	s.client, s.ssh = client, sshc
+	a.sftpReport(client, hc.alias)
+	s.report = a.connectionReport
 	if hc.aliveInterval > 0 {
 		s.alive = keepAlive(sshc, hc.aliveInterval, hc.aliveCountMax)
 	}
@@ -132,22 +134,31 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	if err != nil {
 		return nil, nil, err
 	}
+	// The key files are read first: a -i that cannot be read is a typo to report
+	// without dialling. Whether there is any way to log in at all is asked only once
+	// connected: a refused port or an unknown host says so, as ssh does, rather than
+	// being hidden behind "no keys".
 	p := a.prompter(ctx, hc.batch)
 	auth, err := newAuth(hc, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer auth.close()
-	if err := auth.noMethodsError(); err != nil {
-		return nil, nil, err
-	}
 	timeout := hc.dialTimeout()
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	a.verbosef(1, "connecting to %s%s", addr, a.route(hc, via))
 	nc, err := a.transport(dctx, hc, via, addr)
+	if err == nil {
+		if err = auth.noMethodsError(); err != nil {
+			_ = nc.Close()
+		}
+	}
 	if err != nil {
+		auth.close()
 		return nil, nil, err
 	}
+	defer auth.close()
+	auth.trace = a.authTrace()
 	if !hop {
 		nc = a.replies.conn(pace.conn(nc))
 	}
@@ -198,6 +209,8 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 		}
 		return nil, nil, fmt.Errorf("SSH to %s as %s: %w%s", addr, hc.user, err, check.handshakeHint())
 	}
+	a.verbosef(1, "connected to %s (%s); host key %s %s; logged in as %s with %s", addr, conn.ServerVersion(),
+		check.accepted.Type(), ssh.FingerprintSHA256(check.accepted), hc.user, auth.lastMethod())
 	return ssh.NewClient(conn, chans, reqs), &firstLogin{hostKey: check.accepted, auth: auth.remember()}, nil
 }
 
@@ -224,7 +237,7 @@ func (a *app) transport(ctx context.Context, hc *hostConfig, via *ssh.Client, ad
 		nc, err = d.DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+		return nil, connectError(hc, via != nil || hc.proxyCommand != "", addr, err)
 	}
 	return nc, nil
 }

@@ -69,8 +69,8 @@ func TestSSHTree(t *testing.T) {
 	back := filepath.Join(dir, "back")
 	r = runCLI(t, append(sshArgs(s, s.KnownHostsFile), "get", "-r", "-j", "4", remoteOn(s, filepath.Join(rdir, "src")), back)...)
 	requireOK(t, r)
-	requireTreeSummary(t, r.stderr, "get", filepath.Join(rdir, "src"), back, 50, size)
-	requireSameTree(t, src, back)
+	requireTreeSummary(t, r.stderr, "get", filepath.Join(rdir, "src"), filepath.Join(back, "src"), 50, size)
+	requireSameTree(t, src, filepath.Join(back, "src"))
 }
 
 func TestSSHHostKeyRefusals(t *testing.T) {

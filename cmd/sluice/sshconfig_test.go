@@ -266,5 +266,21 @@ Match all
 	writeEd25519Key(t, key)
 	r := runCLI(t, "-F", cfg, "-i", key, "-o", "BatchMode=yes", "ls", "box:x")
 	require.Equal(t, 1, strings.Count(r.stderr, "sluice: warning: ssh_config "+cfg), r.stderr)
-	require.Contains(t, r.stderr, "127.0.0.1:9", "the Match exec block did not set the port")
+	require.Contains(t, r.stderr, "127.0.0.1 port 9", "the Match exec block did not set the port")
+}
+
+// Every keyword sluice acts on (the ones -o accepts) has its step in resolveHost's
+// table, and the table acts on nothing -o would refuse. ProxyCommand is read by
+// ProxyJump's step, which must see both.
+func TestHostKeywordsCoverOptions(t *testing.T) {
+	t.Parallel()
+	steps := map[string]bool{"ProxyCommand": true}
+	for _, s := range hostKeywords {
+		require.False(t, steps[s.keyword], "%s twice", s.keyword)
+		steps[s.keyword] = true
+	}
+	for _, k := range optionKeywords {
+		require.True(t, steps[k], "no step for %s", k)
+	}
+	require.Len(t, steps, len(optionKeywords))
 }

@@ -86,7 +86,9 @@ func requireSameTree(t *testing.T, a, b string) {
 }
 
 // put -r and get -r move a tree, in the default local sftp-server mode, with one file
-// in flight or eight.
+// in flight or eight. A directory lands inside DST under its own name, whether DST
+// exists or not, so the same command run again lands in the same place; with a
+// trailing slash its contents land in DST.
 func TestPutGetTree(t *testing.T) {
 	needLocalServer(t)
 	for _, j := range []string{"1", "8"} {
@@ -95,31 +97,47 @@ func TestPutGetTree(t *testing.T) {
 			src := filepath.Join(dir, "src")
 			size := makeTree(t, src)
 
-			remote := filepath.Join(dir, "remote") // absent: the copy is named so
-			r := runCLI(t, "put", "-r", "-j", j, src, remote)
-			requireOK(t, r)
-			requireTreeSummary(t, r.stderr, "put", src, remote, 50, size)
-			requireSameTree(t, src, remote)
+			remote := filepath.Join(dir, "remote") // absent: made, and the copy is remote/src
+			for range 2 {
+				r := runCLI(t, "put", "-r", "-j", j, src, remote)
+				requireOK(t, r)
+				requireTreeSummary(t, r.stderr, "put", src, filepath.Join(remote, "src"), 50, size)
+				requireSameTree(t, src, filepath.Join(remote, "src"))
+				requireEntries(t, remote, "src")
+			}
 
 			back := filepath.Join(dir, "back")
-			r = runCLI(t, "get", "-r", "-j", j, remote, back)
-			requireOK(t, r)
-			requireTreeSummary(t, r.stderr, "get", remote, back, 50, size)
-			requireSameTree(t, src, back)
+			for range 2 {
+				r := runCLI(t, "get", "-r", "-j", j, filepath.Join(remote, "src"), back)
+				requireOK(t, r)
+				requireTreeSummary(t, r.stderr, "get", filepath.Join(remote, "src"), filepath.Join(back, "src"), 50, size)
+				requireSameTree(t, src, filepath.Join(back, "src"))
+				requireEntries(t, back, "src")
+			}
 
-			// Into an existing directory, like cp -r: under the source's name.
-			into := filepath.Join(dir, "into")
-			require.NoError(t, os.Mkdir(into, 0o755))
-			r = runCLI(t, "get", "-r", "-j", j, remote, into)
-			requireOK(t, r)
-			requireTreeSummary(t, r.stderr, "get", remote, filepath.Join(into, "remote"), 50, size)
-			requireSameTree(t, src, filepath.Join(into, "remote"))
-			r = runCLI(t, "put", "-r", "-q", "-j", j, src, into)
+			// A trailing slash: the contents land in DST, which is made if missing.
+			flat := filepath.Join(dir, "flat")
+			r := runCLI(t, "get", "-r", "-q", "-j", j, filepath.Join(remote, "src")+"/", flat)
 			requireOK(t, r)
 			require.Empty(t, r.stderr, "-q")
-			requireSameTree(t, src, filepath.Join(into, "src"))
+			requireSameTree(t, src, flat)
+			r = runCLI(t, "put", "-r", "-q", "-j", j, src+"/", filepath.Join(dir, "flatup"))
+			requireOK(t, r)
+			requireSameTree(t, src, filepath.Join(dir, "flatup"))
 		})
 	}
+}
+
+// requireEntries checks that dir holds exactly the names given.
+func requireEntries(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, de := range des {
+		got = append(got, de.Name())
+	}
+	require.ElementsMatch(t, names, got, "in %s", dir)
 }
 
 func TestTreeRefusals(t *testing.T) {
@@ -247,10 +265,10 @@ func TestPreserve(t *testing.T) {
 	}
 	r := runCLI(t, "put", "-r", "-p", src, filepath.Join(dir, "up"))
 	requireOK(t, r)
-	check(filepath.Join(dir, "up"))
-	r = runCLI(t, "get", "-p", "-r", filepath.Join(dir, "up"), filepath.Join(dir, "down"))
+	check(filepath.Join(dir, "up", "src"))
+	r = runCLI(t, "get", "-p", "-r", filepath.Join(dir, "up", "src"), filepath.Join(dir, "down"))
 	requireOK(t, r)
-	check(filepath.Join(dir, "down"))
+	check(filepath.Join(dir, "down", "src"))
 
 	// A single file, both ways.
 	r = runCLI(t, "get", "-p", f, filepath.Join(dir, "one"))

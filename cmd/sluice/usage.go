@@ -12,11 +12,13 @@ import (
 const usage = `sluice copies files to and from SFTP servers, fast.
 
 Usage: sluice [flags] COMMAND [flags] OPERANDS...     (flags anywhere; -- ends them)
-  put [-r] [-p] [-a] [--sync] SRC... REMOTE    upload files (a directory with -r)
-  get [-r] [-p] [-a] [--sync] REMOTE... DEST   download (REMOTE may be a glob)
+  put [-r] [-p] [-a] [--sync] SRC... REMOTE    upload (a directory with -r; - is stdin)
+  get [-r] [-p] [-a] [--sync] REMOTE... DEST   download (REMOTE may be a glob; -: stdout)
   ls [-l] REMOTE...                            list (-l: modes, sizes, link targets)
-  rm [-r] REMOTE...                            remove files (-r: and directories)
-  mkdir [-p] REMOTE...                         make directories
+  rm [-r] REMOTE...  mkdir [-p] REMOTE...      remove (-r: trees), make directories
+  mv REMOTE... REMOTE  chmod MODE REMOTE...    rename, set modes (644 or u+x,go-w)
+  df [-h] REMOTE...  cat REMOTE...             free space, print files
+  help COMMAND  completion bash|zsh            a command's page, a completion script
 
 REMOTE is [user@]host:path (host may be an ssh_config alias) or
 sftp://[user@]host[:port]/path; ~ and ~/x are the remote home. A bare path with no
@@ -29,16 +31,20 @@ Common flags:
   --sync       skip files whose size and mtime match (use with -p, like rclone copy)
   --retries n  reconnect and continue from the part files after a failure
   --limit rate cap bandwidth (500K, 10M)   --timeout d  no-reply limit on metadata (2m)
+  --fail-fast  stop a tree at its first failed file   -v  say what is dialled and tried
+
+A directory lands inside DEST under its name (-r photos box:b lands as b/photos, run
+after run); with a trailing slash (photos/) or as ~, its contents land in DEST.
 
 Examples:
-  sluice put -r photos/ box:/backup/           (box: a Host in ~/.ssh/config)
+  sluice put -r photos box:/backup/            (box: a Host in ~/.ssh/config)
   sluice get -p --sync 'box:~/logs/*.log' ./logs/
   sluice get --retries 5 sftp://alice@example.com:2222/srv/big.iso .
   sluice -J bastion ls -l box:/var/tmp
   sluice rm -r box:old-build
   sluice put notes.txt /tmp/copy.txt           (no host: local sftp-server)
 
-Run 'sluice COMMAND -h' for a command's flags, 'sluice -h all' for every flag.
+Run 'sluice help COMMAND' for a command's page, 'sluice -h all' for every flag.
 Exit status: 0 success, 1 failure, 2 usage error, 130 interrupted.
 `
 

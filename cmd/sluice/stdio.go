@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+
+	"github.com/sluicehq/sftp"
+)
+
+// "-" as get's LOCAL is standard output and as put's only LOCAL standard input, as in
+// tar or curl: a stream, so nothing in the tree and resume flags applies. A download
+// to stdout is written as it arrives (no part file: a pipe has no name to rename);
+// an upload from stdin goes to a part name and is renamed into place once complete,
+// as every put, so a reader of the remote file never sees half of it.
+
+// stdioRefused are the put and get flags that mean nothing for a stream.
+func (x *xferFlags) stdioRefused() string {
+	switch {
+	case x.recursive:
+		return "-r"
+	case x.resume:
+		return "-a"
+	case x.preserve:
+		return "-p"
+	case x.sync:
+		return "--sync"
+	case x.retries > 0:
+		return "--retries"
+	case x.failFast:
+		return "--fail-fast"
+	}
+	return ""
+}
+
+// getToStdout writes each remote file to standard output in turn, like cat.
+func (a *app) getToStdout(ctx context.Context, rs []remote, x *xferFlags) (err error) {
+	if f := x.stdioRefused(); f != "" {
+		return usagef("get: %s does not apply when LOCAL is - (standard output)", f)
+	}
+	if x.fsync {
+		return usagef("get: -f does not apply when LOCAL is - (standard output)")
+	}
+	s, closeFn, err := a.open(ctx, rs[0])
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	return a.catFiles(ctx, s.client, rs, "get")
+}
+
+// catFiles copies the remote files rs name (globs matched) to standard output.
+func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string) error {
+	paths, err := a.remotePaths(ctx, c, rs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	for _, p := range paths {
+		if err := a.catOne(ctx, c, p); err != nil {
+			return fmt.Errorf("%s: %w", op, describe(err, p))
+		}
+	}
+	return nil
+}
+
+// catOne streams one remote file to standard output. The open is bounded by
+// --timeout; the copy by ctx (Ctrl-C), as a transfer is.
+func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
+	octx, cancel := a.opCtx(ctx)
+	f, err := c.Open(octx, p)
+	err = a.timeoutError(ctx, octx, "open "+p, err)
+	cancel()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
+	_, err = f.WriteTo(a.stdout)
+	if !stop() {
+		return ctx.Err()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// putFromStdin uploads standard input to r, which must name a file.
+func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err error) {
+	if f := x.stdioRefused(); f != "" {
+		return usagef("put: %s does not apply when LOCAL is - (standard input)", f)
+	}
+	c, closeFn, err := a.open(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	dst, err := a.expandRemote(ctx, c.client, r.Path)
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	_, isDir, err := a.checkRemoteDest(ctx, c.client, dst, false)
+	switch {
+	case err != nil:
+		return fmt.Errorf("put: %w", err)
+	case isDir:
+		return fmt.Errorf("put: %s is a directory: standard input has no name, give the file's", escapeText(dst))
+	}
+	if err := a.streamUp(ctx, c.client, a.stdin, dst, x.fsync); err != nil {
+		return fmt.Errorf("put - -> %s: %w", dst, err)
+	}
+	return nil
+}
+
+// streamUp writes r to the part name beside dst, then renames it over dst. A failed
+// upload removes its part file: a stream cannot be resumed.
+func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst string, fsync bool) error {
+	part := path.Join(path.Dir(dst), "."+path.Base(dst)+".sluice-part")
+	octx, cancel := a.opCtx(ctx)
+	f, err := c.OpenFile(octx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	err = a.timeoutError(ctx, octx, "open "+part, err)
+	cancel()
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
+	_, err = f.ReadFrom(r)
+	if err == nil && fsync {
+		err = f.Sync()
+	}
+	if !stop() {
+		err = ctx.Err()
+	}
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = c.Rename(ctx, part, dst)
+	}
+	if err != nil {
+		rctx, cancel := a.opCtx(context.WithoutCancel(ctx))
+		_ = c.Remove(rctx, part)
+		cancel()
+	}
+	return err
+}
+
+// cat writes remote files to standard output, one after another.
+func (a *app) cat(ctx context.Context, args []string) (err error) {
+	rs, err := a.targets(args)
+	if err != nil {
+		return err
+	}
+	s, closeFn, err := a.open(ctx, rs[0])
+	if err != nil {
+		return err
+	}
+	defer closeInto(&err, closeFn)
+	return a.catFiles(ctx, s.client, rs, "cat")
+}
