@@ -119,7 +119,7 @@
 //     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
 //     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
 //   - errors.ErrUnsupported for an extension the server does not offer (StatVFS, Link,
-//     LChtimes, Copy, UserGroupNames, File.Sync), with nothing sent.
+//     Lchtimes, Copy, UserGroupNames, File.Sync), with nothing sent.
 //   - syscall.EBADF for a read of a File opened write-only (Create) or a write of one
 //     opened read-only (Open), with nothing sent, as from an *os.File.
 //   - an error matching net.ErrClosed once the channel is gone (Close, the server

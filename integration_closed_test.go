@@ -35,7 +35,7 @@ func clientCalls(ctx context.Context, c *Client) map[string]func() error {
 		"Chmod":     func() error { return c.Chmod(ctx, "f", 0o600) },
 		"Chown":     func() error { return c.Chown(ctx, "f", 0, 0) },
 		"Chtimes":   func() error { return c.Chtimes(ctx, "f", when, when) },
-		"LChtimes":  func() error { return c.LChtimes(ctx, "f", when, when) },
+		"Lchtimes":  func() error { return c.Lchtimes(ctx, "f", when, when) },
 		"Truncate":  func() error { return c.Truncate(ctx, "f", 0) },
 		"Readlink":  func() error { _, err := c.Readlink(ctx, "f"); return err },
 		"Symlink":   func() error { return c.Symlink(ctx, "f", "l") },

@@ -42,7 +42,7 @@ func TestIntegrationMissingErrors(t *testing.T) {
 		{"chmod", m, func() error { return c.Chmod(ctx, m, 0o644) }},
 		{"chown", m, func() error { return c.Chown(ctx, m, 0, 0) }},
 		{"chtimes", m, func() error { return c.Chtimes(ctx, m, when, when) }},
-		{"lchtimes", m, func() error { return c.LChtimes(ctx, m, when, when) }},
+		{"lchtimes", m, func() error { return c.Lchtimes(ctx, m, when, when) }},
 		{"truncate", m, func() error { return c.Truncate(ctx, m, 0) }},
 		{"readlink", m, func() error { _, err := c.Readlink(ctx, m); return err }},
 		{"realpath", m + "/x", func() error { _, err := c.RealPath(ctx, m+"/x"); return err }},
@@ -110,7 +110,7 @@ func TestIntegrationReadOnlyServer(t *testing.T) {
 	// A read-only OpenSSH server does not advertise the extensions that write.
 	require.NotContains(t, c.Extensions(), extPosixRename)
 	require.ErrorIs(t, c.Link(ctx, "f", "h"), errors.ErrUnsupported)
-	require.ErrorIs(t, c.LChtimes(ctx, "l", when, when), errors.ErrUnsupported)
+	require.ErrorIs(t, c.Lchtimes(ctx, "l", when, when), errors.ErrUnsupported)
 
 	// Nothing changed, and reading still works.
 	require.Equal(t, []byte("content"), readLocal(t, local("f")))
@@ -225,7 +225,7 @@ func TestIntegrationDeniedExtensions(t *testing.T) {
 	requirePathErr(t, err, "sync", "a")
 	require.NoError(t, f.Close())
 
-	err = c.LChtimes(ctx, "l", when, when)
+	err = c.Lchtimes(ctx, "l", when, when)
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	require.NotEqual(t, when.Unix(), localStat(t, local("l")).Mtim.Sec)
 
@@ -369,7 +369,7 @@ func TestIntegrationUnsupportedExtensions(t *testing.T) {
 	requirePathErr(t, err, "statvfs", ".")
 
 	delete(c.exts, extLsetstat)
-	err = c.LChtimes(ctx, "l", when, when)
+	err = c.Lchtimes(ctx, "l", when, when)
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	requirePathErr(t, err, "lchtimes", "l")
 

@@ -633,7 +633,7 @@ func TestIntegrationExtensionsLimits(t *testing.T) {
 	require.Equal(t, data, got)
 }
 
-func TestIntegrationLChtimes(t *testing.T) {
+func TestIntegrationLchtimes(t *testing.T) {
 	dir := serverDir(t)
 	c := newServerClient(t, dir)
 	ctx := testCtx(t)
@@ -645,7 +645,7 @@ func TestIntegrationLChtimes(t *testing.T) {
 
 	atime := time.Date(2005, 5, 5, 5, 5, 5, 0, time.UTC)
 	mtime := time.Date(2006, 6, 6, 6, 6, 6, 0, time.UTC)
-	require.NoError(t, c.LChtimes(ctx, "link", atime, mtime))
+	require.NoError(t, c.Lchtimes(ctx, "link", atime, mtime))
 	st := localStat(t, local("link"))
 	require.Equal(t, atime.Unix(), st.Atim.Sec)
 	require.Equal(t, mtime.Unix(), st.Mtim.Sec)
@@ -654,16 +654,16 @@ func TestIntegrationLChtimes(t *testing.T) {
 	require.Equal(t, targetTime.Unix(), st.Atim.Sec)
 
 	// On a plain file it is Chtimes.
-	require.NoError(t, c.LChtimes(ctx, "target", atime, mtime))
+	require.NoError(t, c.Lchtimes(ctx, "target", atime, mtime))
 	st = localStat(t, local("target"))
 	require.Equal(t, mtime.Unix(), st.Mtim.Sec)
 
-	err := c.LChtimes(ctx, "link", time.Unix(-1, 0), mtime)
+	err := c.Lchtimes(ctx, "link", time.Unix(-1, 0), mtime)
 	requirePathErr(t, err, "lchtimes", "link")
 	var se *StatusError
 	require.False(t, errors.As(err, &se), "refused by the client: %v", err)
 
-	err = c.LChtimes(ctx, "missing", atime, mtime)
+	err = c.Lchtimes(ctx, "missing", atime, mtime)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	requirePathErr(t, err, "lchtimes", "missing")
 }

@@ -418,8 +418,8 @@ func (c *Client) StatVFS(ctx context.Context, name string) (*StatVFS, error) {
 // Lchmod-like operations on the link itself: lsetstat@openssh.com changes a symlink's
 // own times or mode rather than its target's, where the server offers it.
 
-// LChtimes changes the times of name without following a final symbolic link.
-func (c *Client) LChtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+// Lchtimes changes the times of name without following a final symbolic link.
+func (c *Client) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	if !c.hasExt(extLsetstat) {
 		return pathErr("lchtimes", name, errUnsupportedExt(extLsetstat))
 	}
