@@ -58,9 +58,13 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 
 	deadline := time.Now().Add(cfg.deadline)
 	for _, c := range cfg.cases {
-		if c == caseSoak {
+		if c == caseSoak || c == caseSmall {
+			table := h.soakTable
+			if c == caseSmall {
+				table = h.smallTable
+			}
 			for _, rtt := range cfg.rtts {
-				if err := h.soakTable(ctx, rtt, deadline, out, progress); err != nil {
+				if err := table(ctx, rtt, deadline, out, progress); err != nil {
 					return err
 				}
 			}

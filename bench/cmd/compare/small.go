@@ -1,0 +1,462 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sftp/internal/delayproxy"
+)
+
+// The small-call case (-case small): calls per second and round trips per call of
+// the everyday calls (Stat, Open, ReadFile and WriteFile of 4 KiB, ReadDir of 20
+// entries, Remove, Rename, Mkdir), made by 1, 16 and 64 goroutines sharing one
+// client, sluice and pkg/sftp side by side. Each cell (call, goroutine count) runs
+// every client once per round, in alternating order, each in a child process of its
+// own on a fresh connection for -small-time. Round trips per call are the mean time
+// of one call over the RTT; behind the proxy at one goroutine, that is the round
+// trips the call costs. The server's CPU (every sftp-server process of the
+// connection) is sampled from /proc around the timed part, so the tables show how
+// close a cell at RTT 0 runs to the single-threaded server's limit.
+
+const (
+	smallSluice  = "sluice"
+	smallPkgSFTP = "pkgsftp-tuned"
+)
+
+// smallClientTitles names the clients of the small-call case, in table order.
+var smallClientTitles = []struct{ id, title string }{
+	{smallSluice, "sluice"},
+	{smallPkgSFTP, "pkg/sftp"},
+}
+
+// smallOptions shape the small-call case.
+type smallOptions struct {
+	ops        []smallOp
+	goroutines []int
+	duration   time.Duration
+}
+
+// parseSmallOps reads -small-ops: "all" or a list of operations.
+func parseSmallOps(spec string) ([]smallOp, error) {
+	if spec == "all" {
+		return slices.Clone(smallOps), nil
+	}
+	var out []smallOp
+	for _, s := range strings.Split(spec, ",") {
+		op := smallOp(strings.TrimSpace(s))
+		if !slices.Contains(smallOps, op) {
+			return nil, fmt.Errorf("-small-ops %q: want some of %v, or all", s, smallOps)
+		}
+		if !slices.Contains(out, op) {
+			out = append(out, op)
+		}
+	}
+	return out, nil
+}
+
+// parseGoroutines reads -small-goroutines.
+func parseGoroutines(spec string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 256 {
+			return nil, fmt.Errorf("-small-goroutines %q: want counts from 1 to 256", s)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// removePool is how many files each goroutine of a Remove cell gets: more than it can
+// remove in the cell's time. A Remove is at least one round trip behind the proxy; at
+// RTT 0 the bound is what the server takes, well under 25000 calls/s on one client.
+func removePool(rtt, d time.Duration, goroutines int) int {
+	if rtt > 0 {
+		return int(d/rtt)*5/4 + 16
+	}
+	return int(25000*d.Seconds())/goroutines + 16
+}
+
+// smallCell is one cell's measurements: per client, one per round.
+type smallCell struct {
+	op         smallOp
+	goroutines int
+	res        map[string][]smallMeasure
+	failed     map[string]error
+}
+
+// smallMeasure is one run of a cell by one client.
+type smallMeasure struct {
+	smallResult
+	round int
+	// sftpCPU and sshdCPU are the fractions of one core the connection's sftp-server
+	// processes and its sshd processes used during the timed calls.
+	sftpCPU, sshdCPU float64
+}
+
+// procCPU is one server process's CPU time so far.
+type procCPU struct {
+	cpu        time.Duration
+	sftpServer bool
+}
+
+// clientCPU is the fraction of one core the client process used in the timed calls.
+func (m smallMeasure) clientCPU() float64 {
+	if m.Seconds <= 0 {
+		return 0
+	}
+	return m.ClientCPUSeconds / m.Seconds
+}
+
+// smallTable runs the small-call case at one RTT and prints its table.
+func (h *harness) smallTable(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
+	cfg := h.cfg
+	var clients []string
+	for _, c := range smallClientTitles {
+		if smallClients[c.id] != nil {
+			clients = append(clients, c.id)
+		}
+	}
+	addr, where := h.env.sshd.Addr, "direct"
+	if rtt > 0 {
+		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
+		if err != nil {
+			return err
+		}
+		defer proxy.Close()
+		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	}
+	var cells []*smallCell
+	stopped := false
+	for _, op := range cfg.small.ops {
+		for _, g := range cfg.small.goroutines {
+			cell := &smallCell{op: op, goroutines: g, res: map[string][]smallMeasure{}, failed: map[string]error{}}
+			cells = append(cells, cell)
+			if stopped = h.smallRounds(ctx, cell, clients, rtt, addr, deadline, progress); stopped {
+				break
+			}
+		}
+		if stopped {
+			break
+		}
+	}
+	writeSmallTable(out, fmt.Sprintf("small calls, RTT %s (%s), %v per cell, %d round(s)",
+		formatRTT(rtt), where, cfg.small.duration, cfg.rounds), rtt, clients, cells)
+	if stopped {
+		return errStopped
+	}
+	return nil
+}
+
+// smallRounds runs one cell's rounds, alternating the clients' order, and reports
+// whether the deadline or a signal stopped it.
+func (h *harness) smallRounds(ctx context.Context, cell *smallCell, clients []string, rtt time.Duration, addr string, deadline time.Time, progress io.Writer) bool {
+	cfg := h.cfg
+	for round := range cfg.rounds {
+		order := slices.Clone(clients)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, client := range order {
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return true
+			}
+			if cell.failed[client] != nil {
+				continue
+			}
+			dir := filepath.Join(h.env.work, fmt.Sprintf("small-%s-%s-%d-%d", client, cell.op, cell.goroutines, round))
+			j := &job{Addr: addr, User: h.env.sshd.User, KeyFile: h.env.sshd.KeyFile, HostKey: h.env.hostKey,
+				Timeout: cfg.small.duration + cfg.timeout,
+				Small: &smallJob{Client: client, Op: cell.op, Goroutines: cell.goroutines, Duration: cfg.small.duration,
+					Dir: dir, Pool: removePool(rtt, cfg.small.duration, cell.goroutines)}}
+			m, err := h.smallChild(ctx, j)
+			_ = os.RemoveAll(dir)
+			if err != nil {
+				cell.failed[client] = fmt.Errorf("round %d: %w", round+1, err)
+				fmt.Fprintf(progress, "small rtt=%s %s %s g=%d: %v\n", formatRTT(rtt), client, cell.op, cell.goroutines, err)
+				continue
+			}
+			m.round = round
+			cell.res[client] = append(cell.res[client], m)
+			if cfg.verbose {
+				fmt.Fprintf(progress, "small rtt=%s %-13s %-9s g=%-3d round %d: %8.1f calls/s, mean %v, CPU sftp-server %.0f%% sshd %.0f%% client %.0f%%\n",
+					formatRTT(rtt), client, cell.op, cell.goroutines, round+1, m.rate(), m.latency().Round(time.Microsecond),
+					100*m.sftpCPU, 100*m.sshdCPU, 100*m.clientCPU())
+			}
+		}
+	}
+	return false
+}
+
+// smallChild runs one cell for one client in a child process. The child says "ready"
+// once connected and warmed up, and starts its calls when told; the server's CPU is
+// sampled at that moment and again when the child reports, while its connection (and
+// so its sftp-server processes) is still up; then the child is let go.
+func (h *harness) smallChild(ctx context.Context, j *job) (smallMeasure, error) {
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return smallMeasure{}, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, j.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, h.exe, childFlag+string(spec))
+	stderr := &cappedBuffer{max: 16 << 10}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return smallMeasure{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return smallMeasure{}, err
+	}
+	killTreeOnCancel(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return smallMeasure{}, err
+	}
+	m, err := h.smallTalk(bufio.NewReader(stdout), stdin)
+	_ = stdin.Close()
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		return smallMeasure{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return m, nil
+}
+
+// smallTalk is the harness's side of the child's protocol (smallChildMain).
+func (h *harness) smallTalk(out *bufio.Reader, in io.Writer) (smallMeasure, error) {
+	line, err := out.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		return smallMeasure{}, fmt.Errorf("child did not get ready (%q, %v)", line, err)
+	}
+	pid := h.env.sshd.Pid()
+	before, t0 := serverCPU(pid), time.Now()
+	if _, err := io.WriteString(in, "go\n"); err != nil {
+		return smallMeasure{}, err
+	}
+	line, err = out.ReadString('\n')
+	after, wall := serverCPU(pid), time.Since(t0)
+	if err != nil {
+		return smallMeasure{}, fmt.Errorf("child reported nothing (%v)", err)
+	}
+	var m smallMeasure
+	if err := json.Unmarshal([]byte(line), &m.smallResult); err != nil {
+		return smallMeasure{}, fmt.Errorf("child output %q: %v", line, err)
+	}
+	var sftp, sshd time.Duration
+	for p, t := range after {
+		d := t.cpu - before[p].cpu
+		if t.sftpServer {
+			sftp += d
+		} else {
+			sshd += d
+		}
+	}
+	if wall > 0 {
+		m.sftpCPU, m.sshdCPU = sftp.Seconds()/wall.Seconds(), sshd.Seconds()/wall.Seconds()
+	}
+	return m, nil
+}
+
+// smallChildMain is childMain for a small-call job: prepare the cell's files, connect,
+// warm up, say "ready", wait for "go", run, report, and hold the connection until the
+// harness closes stdin.
+func smallChildMain(j *job) int {
+	s := j.Small
+	mk := smallClients[s.Client]
+	if mk == nil {
+		fmt.Fprintf(os.Stderr, "child: no client %q in this build\n", s.Client)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.Timeout)
+	defer cancel()
+	if err := prepareSmall(s, smallContent()); err != nil {
+		fmt.Fprintln(os.Stderr, "child: prepare:", err)
+		return 1
+	}
+	conn, err := dial(ctx, j)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: dial:", err)
+		return 1
+	}
+	defer conn.Close()
+	c, err := mk(ctx, conn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: client:", err)
+		return 1
+	}
+	defer c.close()
+	in := bufio.NewReader(os.Stdin)
+	res, err := runSmall(ctx, c, s, func() error {
+		if _, err := fmt.Fprintln(os.Stdout, "ready"); err != nil {
+			return err
+		}
+		line, err := in.ReadString('\n')
+		if err == nil && line != "go\n" {
+			err = fmt.Errorf("harness said %q", line)
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "child: %s %s x%d: %v\n", s.Client, s.Op, s.Goroutines, err)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, in) // until the harness has sampled the server
+	return 0
+}
+
+// writeSmallTable prints one row per cell: medians over rounds of calls/s and of the
+// mean call time (in round trips behind the proxy), the median per-round ratio of
+// sluice's calls/s to pkg/sftp's, and the server's CPU.
+func writeSmallTable(w io.Writer, heading string, rtt time.Duration, clients []string, cells []*smallCell) {
+	fmt.Fprintf(w, "\n### %s\n\n", heading)
+	fmt.Fprintln(w, "Each client makes the call in a loop on every goroutine, all on one connection and one client. "+
+		"ReadFile/WriteFile: 4 KiB; ReadDir: 20 entries; Open is timed alone, and its loop also closes the file (untimed, one more round trip). "+
+		"pkg/sftp: Open+io.ReadAll+Close for ReadFile, OpenFile(O_WRONLY|O_CREATE|O_TRUNC)+Write+Close for WriteFile.")
+	if rtt > 0 {
+		fmt.Fprintln(w, "RTTs/call = mean time of one call / RTT. floor×0.9 = 0.9 × goroutines / (fewest round trips of the loop × RTT), the 64-goroutine target.")
+	} else {
+		fmt.Fprintln(w, "µs/call = mean time of one call.")
+	}
+	fmt.Fprintln(w, "CPU = CPU time / wall time of the timed calls (100% = one core), as sftp-server / sshd / client: sftp-server is single-threaded, and the machine's cores are shared by all three.")
+	fmt.Fprintln(w)
+	per := "µs/call"
+	if rtt > 0 {
+		per = "RTTs/call"
+	}
+	head := []string{"call", "goroutines"}
+	for _, c := range clients {
+		head = append(head, smallTitle(c)+" calls/s")
+	}
+	if len(clients) == 2 {
+		head = append(head, smallTitle(clients[0])+"/"+smallTitle(clients[1]))
+	}
+	for _, c := range clients {
+		head = append(head, smallTitle(c)+" "+per)
+	}
+	if rtt > 0 {
+		head = append(head, "floor×0.9 calls/s")
+	}
+	for _, c := range clients {
+		head = append(head, smallTitle(c)+" CPU %")
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("--:|", len(head)))
+	for _, cell := range cells {
+		fmt.Fprintln(w, smallRow(cell, rtt, clients))
+	}
+	var failed []string
+	for _, cell := range cells {
+		for _, c := range clients {
+			if err := cell.failed[c]; err != nil {
+				failed = append(failed, fmt.Sprintf("- %s %s ×%d: %v", smallTitle(c), cell.op, cell.goroutines, err))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\nFailed cells:\n%s\n", strings.Join(failed, "\n"))
+	}
+}
+
+func smallTitle(id string) string {
+	for _, c := range smallClientTitles {
+		if c.id == id {
+			return c.title
+		}
+	}
+	return id
+}
+
+// smallRow formats one cell of writeSmallTable.
+func smallRow(cell *smallCell, rtt time.Duration, clients []string) string {
+	med := func(ms []smallMeasure, f func(smallMeasure) float64) (float64, bool) {
+		xs := make([]float64, len(ms))
+		for i, m := range ms {
+			xs[i] = f(m)
+		}
+		return median(xs)
+	}
+	fields := []string{string(cell.op), strconv.Itoa(cell.goroutines)}
+	for _, c := range clients {
+		v, ok := med(cell.res[c], smallMeasure.rate)
+		fields = append(fields, smallCellText(v, ok, 0, exhausted(cell.res[c])))
+	}
+	if len(clients) == 2 {
+		v, ok := median(smallRatios(cell.res[clients[0]], cell.res[clients[1]]))
+		fields = append(fields, smallCellText(v, ok, 2, false))
+	}
+	for _, c := range clients {
+		v, ok := med(cell.res[c], func(m smallMeasure) float64 {
+			if rtt > 0 {
+				return float64(m.latency()) / float64(rtt)
+			}
+			return float64(m.latency()) / float64(time.Microsecond)
+		})
+		prec := 0
+		if rtt > 0 {
+			prec = 2
+		}
+		fields = append(fields, smallCellText(v, ok, prec, false))
+	}
+	if rtt > 0 {
+		fields = append(fields, fmt.Sprintf("%.0f", 0.9*float64(cell.goroutines)/(float64(smallFloor[cell.op])*rtt.Seconds())))
+	}
+	for _, c := range clients {
+		sftp, ok := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.sftpCPU })
+		sshd, _ := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.sshdCPU })
+		client, _ := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.clientCPU() })
+		s := ""
+		if ok {
+			s = fmt.Sprintf("%.0f / %.0f / %.0f", sftp, sshd, client)
+		}
+		fields = append(fields, s)
+	}
+	return "| " + strings.Join(fields, " | ") + " |"
+}
+
+// smallRatios pairs a's and b's runs by round and returns a's rate over b's for each.
+func smallRatios(a, b []smallMeasure) []float64 {
+	var out []float64
+	for _, x := range a {
+		for _, y := range b {
+			if x.round == y.round && y.rate() > 0 {
+				out = append(out, x.rate()/y.rate())
+			}
+		}
+	}
+	return out
+}
+
+func exhausted(ms []smallMeasure) bool {
+	return slices.ContainsFunc(ms, func(m smallMeasure) bool { return m.Exhausted })
+}
+
+// smallCellText prints v with prec decimals, "" when there is none, and a "*" when a
+// run ran out of files to remove (its rate is then a lower bound).
+func smallCellText(v float64, ok bool, prec int, bound bool) string {
+	if !ok {
+		return ""
+	}
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if bound {
+		s += "*"
+	}
+	return s
+}
