@@ -44,14 +44,6 @@ var smallFloor = map[smallOp]int{
 	opStat: 1, opOpen: 2, opReadFile: 2, opWriteFile: 2, opReadDir: 2, opRemove: 1, opRename: 1, opMkdir: 1,
 }
 
-// smallTimedFloor is the floor of the timed call alone: for Open, the OPEN.
-func smallTimedFloor(op smallOp) int {
-	if op == opOpen {
-		return 1
-	}
-	return smallFloor[op]
-}
-
 const (
 	smallFileSize = 4 << 10 // ReadFile's and WriteFile's file
 	smallDirSize  = 20      // ReadDir's directory: entries
