@@ -60,8 +60,10 @@ func (f *fakeSmall) remove(_ context.Context, p string) error {
 func (f *fakeSmall) rename(_ context.Context, a, b string) error {
 	return errors.Join(os.Rename(a, b), f.count())
 }
-func (f *fakeSmall) mkdir(_ context.Context, p string) error { return errors.Join(os.Mkdir(p, 0o755), f.count()) }
-func (f *fakeSmall) close() error                            { return nil }
+func (f *fakeSmall) mkdir(_ context.Context, p string) error {
+	return errors.Join(os.Mkdir(p, 0o755), f.count())
+}
+func (f *fakeSmall) close() error { return nil }
 
 // TestRunSmall runs every operation's loop on a fake client over the local file system,
 // which checks what each call names and returns: ReadFile's content, ReadDir's count,
