@@ -101,9 +101,17 @@ type smallCell struct {
 type smallMeasure struct {
 	smallResult
 	round int
-	// sftpCPU and sshdCPU are the fractions of one core the connection's sftp-server
-	// processes and its sshd processes used during the timed calls.
+	// sftpCPU and sshdCPU are the CPU seconds the connection's sftp-server processes
+	// and its sshd processes used during the timed calls.
 	sftpCPU, sshdCPU float64
+}
+
+// perCall is seconds of CPU over the calls made, in µs.
+func (m smallMeasure) perCall(seconds float64) float64 {
+	if m.Calls == 0 {
+		return 0
+	}
+	return seconds / float64(m.Calls) * 1e6
 }
 
 // procCPU is one server process's CPU time so far.
@@ -112,12 +120,12 @@ type procCPU struct {
 	sftpServer bool
 }
 
-// clientCPU is the fraction of one core the client process used in the timed calls.
-func (m smallMeasure) clientCPU() float64 {
+// busy is the fraction of one core that seconds of CPU are over the timed calls.
+func (m smallMeasure) busy(seconds float64) float64 {
 	if m.Seconds <= 0 {
 		return 0
 	}
-	return m.ClientCPUSeconds / m.Seconds
+	return seconds / m.Seconds
 }
 
 // smallTable runs the small-call case at one RTT and prints its table.
@@ -191,9 +199,9 @@ func (h *harness) smallRounds(ctx context.Context, cell *smallCell, clients []st
 			m.round = round
 			cell.res[client] = append(cell.res[client], m)
 			if cfg.verbose {
-				fmt.Fprintf(progress, "small rtt=%s %-13s %-9s g=%-3d round %d: %8.1f calls/s, mean %v, CPU sftp-server %.0f%% sshd %.0f%% client %.0f%%\n",
-					formatRTT(rtt), client, cell.op, cell.goroutines, round+1, m.rate(), m.latency().Round(time.Microsecond),
-					100*m.sftpCPU, 100*m.sshdCPU, 100*m.clientCPU())
+				fmt.Fprintf(progress, "small rtt=%s %-13s %-9s g=%-3d round %d: %8.1f calls/s, mean %v, median %v, CPU sftp-server %.0f%% sshd %.0f%% client %.0f%%\n",
+					formatRTT(rtt), client, cell.op, cell.goroutines, round+1, m.rate(), m.latency().Round(time.Microsecond), m.median().Round(time.Microsecond),
+					100*m.busy(m.sftpCPU), 100*m.busy(m.sshdCPU), 100*m.busy(m.ClientCPUSeconds))
 			}
 		}
 	}
@@ -245,12 +253,12 @@ func (h *harness) smallTalk(out *bufio.Reader, in io.Writer) (smallMeasure, erro
 		return smallMeasure{}, fmt.Errorf("child did not get ready (%q, %v)", line, err)
 	}
 	pid := h.env.sshd.Pid()
-	before, t0 := serverCPU(pid), time.Now()
+	before := serverCPU(pid)
 	if _, err := io.WriteString(in, "go\n"); err != nil {
 		return smallMeasure{}, err
 	}
 	line, err = out.ReadString('\n')
-	after, wall := serverCPU(pid), time.Since(t0)
+	after := serverCPU(pid)
 	if err != nil {
 		return smallMeasure{}, fmt.Errorf("child reported nothing (%v)", err)
 	}
@@ -267,9 +275,7 @@ func (h *harness) smallTalk(out *bufio.Reader, in io.Writer) (smallMeasure, erro
 			sshd += d
 		}
 	}
-	if wall > 0 {
-		m.sftpCPU, m.sshdCPU = sftp.Seconds()/wall.Seconds(), sshd.Seconds()/wall.Seconds()
-	}
+	m.sftpCPU, m.sshdCPU = sftp.Seconds(), sshd.Seconds()
 	return m, nil
 }
 
@@ -332,11 +338,12 @@ func writeSmallTable(w io.Writer, heading string, rtt time.Duration, clients []s
 		"ReadFile/WriteFile: 4 KiB; ReadDir: 20 entries; Open is timed alone, and its loop also closes the file (untimed, one more round trip). "+
 		"pkg/sftp: Open+io.ReadAll+Close for ReadFile, OpenFile(O_WRONLY|O_CREATE|O_TRUNC)+Write+Close for WriteFile.")
 	if rtt > 0 {
-		fmt.Fprintln(w, "RTTs/call = mean time of one call / RTT. floor×0.9 = 0.9 × goroutines / (fewest round trips of the loop × RTT), the 64-goroutine target.")
+		fmt.Fprintln(w, "RTTs/call = median time of one call / RTT (mean in parentheses). floor×0.9 = 0.9 × goroutines / (fewest round trips of the loop × RTT), the 64-goroutine target.")
 	} else {
-		fmt.Fprintln(w, "µs/call = mean time of one call.")
+		fmt.Fprintln(w, "µs/call = median time of one call (mean in parentheses).")
 	}
-	fmt.Fprintln(w, "CPU = CPU time / wall time of the timed calls (100% = one core), as sftp-server / sshd / client: sftp-server is single-threaded, and the machine's cores are shared by all three.")
+	fmt.Fprintln(w, "CPU µs/call = CPU time of the timed calls over the calls made, as sftp-server / sshd / client (all three share the machine's cores, with whatever else runs). "+
+		"server bound = 10⁶ / sftp-server's µs/call: the calls/s the single-threaded sftp-server could serve with a core to itself.")
 	fmt.Fprintln(w)
 	per := "µs/call"
 	if rtt > 0 {
@@ -356,7 +363,10 @@ func writeSmallTable(w io.Writer, heading string, rtt time.Duration, clients []s
 		head = append(head, "floor×0.9 calls/s")
 	}
 	for _, c := range clients {
-		head = append(head, smallTitle(c)+" CPU %")
+		head = append(head, smallTitle(c)+" CPU µs/call")
+	}
+	for _, c := range clients {
+		head = append(head, smallTitle(c)+" server bound")
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("--:|", len(head)))
 	for _, cell := range cells {
@@ -402,29 +412,37 @@ func smallRow(cell *smallCell, rtt time.Duration, clients []string) string {
 		v, ok := median(smallRatios(cell.res[clients[0]], cell.res[clients[1]]))
 		fields = append(fields, smallCellText(v, ok, 2, false))
 	}
+	unit, prec := float64(time.Microsecond), 0
+	if rtt > 0 {
+		unit, prec = float64(rtt), 2
+	}
 	for _, c := range clients {
-		v, ok := med(cell.res[c], func(m smallMeasure) float64 {
-			if rtt > 0 {
-				return float64(m.latency()) / float64(rtt)
-			}
-			return float64(m.latency()) / float64(time.Microsecond)
-		})
-		prec := 0
-		if rtt > 0 {
-			prec = 2
+		p50, ok := med(cell.res[c], func(m smallMeasure) float64 { return float64(m.median()) / unit })
+		mean, _ := med(cell.res[c], func(m smallMeasure) float64 { return float64(m.latency()) / unit })
+		s := smallCellText(p50, ok, prec, false)
+		if ok {
+			s += " (" + smallCellText(mean, ok, prec, false) + ")"
 		}
-		fields = append(fields, smallCellText(v, ok, prec, false))
+		fields = append(fields, s)
 	}
 	if rtt > 0 {
 		fields = append(fields, fmt.Sprintf("%.0f", 0.9*float64(cell.goroutines)/(float64(smallFloor[cell.op])*rtt.Seconds())))
 	}
 	for _, c := range clients {
-		sftp, ok := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.sftpCPU })
-		sshd, _ := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.sshdCPU })
-		client, _ := med(cell.res[c], func(m smallMeasure) float64 { return 100 * m.clientCPU() })
+		sftp, ok := med(cell.res[c], func(m smallMeasure) float64 { return m.perCall(m.sftpCPU) })
+		sshd, _ := med(cell.res[c], func(m smallMeasure) float64 { return m.perCall(m.sshdCPU) })
+		client, _ := med(cell.res[c], func(m smallMeasure) float64 { return m.perCall(m.ClientCPUSeconds) })
 		s := ""
 		if ok {
 			s = fmt.Sprintf("%.0f / %.0f / %.0f", sftp, sshd, client)
+		}
+		fields = append(fields, s)
+	}
+	for _, c := range clients {
+		sftp, ok := med(cell.res[c], func(m smallMeasure) float64 { return m.perCall(m.sftpCPU) })
+		s := ""
+		if ok && sftp > 0 {
+			s = fmt.Sprintf("%.0f", 1e6/sftp)
 		}
 		fields = append(fields, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,6 +92,9 @@ type smallResult struct {
 	Seconds float64 `json:"seconds"`
 	// CallSeconds sums the time of every timed call: over Calls, the mean latency.
 	CallSeconds float64 `json:"call_seconds"`
+	// MedianSeconds is the median time of one call: on a shared machine, where a
+	// busy scheduler now and then delays one, steadier than the mean.
+	MedianSeconds float64 `json:"median_seconds"`
 	// Exhausted: a goroutine ran out of files to remove before the time was up, so
 	// the rate is low.
 	Exhausted bool `json:"exhausted,omitempty"`
@@ -106,11 +110,17 @@ func (r smallResult) rate() float64 {
 	return float64(r.Calls) / r.Seconds
 }
 
+// latency is the mean time of one call.
 func (r smallResult) latency() time.Duration {
 	if r.Calls == 0 {
 		return 0
 	}
 	return time.Duration(r.CallSeconds / float64(r.Calls) * float64(time.Second))
+}
+
+// median is the median time of one call.
+func (r smallResult) median() time.Duration {
+	return time.Duration(r.MedianSeconds * float64(time.Second))
 }
 
 // smallWorker is one goroutine's loop state: which of its own files it works on.
@@ -245,15 +255,16 @@ func runSmall(ctx context.Context, c smallClient, j *smallJob, ready func() erro
 		return smallResult{}, err
 	}
 	var (
-		mu  sync.Mutex
-		res smallResult
-		end time.Time
+		mu    sync.Mutex
+		res   smallResult
+		end   time.Time
+		times []time.Duration
 	)
 	cpu0 := processCPU()
 	start := time.Now()
 	stop := start.Add(j.Duration)
 	err := eachWorker(workers, func(w *smallWorker) error {
-		var calls int64
+		var mine []time.Duration
 		var spent time.Duration
 		var last time.Time
 		var err error
@@ -262,14 +273,15 @@ func runSmall(ctx context.Context, c smallClient, j *smallJob, ready func() erro
 			if d, err = w.call(ctx); err != nil {
 				break
 			}
-			calls++
+			mine = append(mine, d)
 			spent += d
 			last = time.Now()
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		res.Calls += calls
+		res.Calls += int64(len(mine))
 		res.CallSeconds += spent.Seconds()
+		times = append(times, mine...)
 		if last.After(end) {
 			end = last
 		}
@@ -286,6 +298,8 @@ func runSmall(ctx context.Context, c smallClient, j *smallJob, ready func() erro
 		return smallResult{}, errors.New("no call completed")
 	}
 	res.Seconds = end.Sub(start).Seconds()
+	slices.Sort(times)
+	res.MedianSeconds = times[len(times)/2].Seconds()
 	res.ClientCPUSeconds = (processCPU() - cpu0).Seconds()
 	return res, nil
 }

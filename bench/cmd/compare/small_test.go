@@ -111,8 +111,9 @@ func TestRemovePool(t *testing.T) {
 
 func TestSmallTable(t *testing.T) {
 	m := func(round int, calls int64, secs, callSecs float64) smallMeasure {
-		return smallMeasure{smallResult: smallResult{Calls: calls, Seconds: secs, CallSeconds: callSecs, ClientCPUSeconds: secs / 10},
-			round: round, sftpCPU: 0.5, sshdCPU: 0.25}
+		return smallMeasure{smallResult: smallResult{Calls: calls, Seconds: secs, CallSeconds: callSecs, MedianSeconds: 0.05,
+			ClientCPUSeconds: float64(calls) * 30e-6},
+			round: round, sftpCPU: float64(calls) * 100e-6, sshdCPU: float64(calls) * 50e-6}
 	}
 	cells := []*smallCell{
 		{op: opReadFile, goroutines: 1, res: map[string][]smallMeasure{
@@ -128,8 +129,10 @@ func TestSmallTable(t *testing.T) {
 	out := b.String()
 	// ReadFile: sluice 10 and 9.33 calls/s (2 and 2.14 RTTs a call), pkg/sftp 2 and
 	// 2.33 (10 and 8.57): per-round ratios 5 and 4; floor 0.9 × 1 / (2 × 0.05) = 9.
-	require.Contains(t, out, "| readfile | 1 | 10 | 2 | 4.50 | 2.07 | 9.29 | 9 | 50 / 25 / 10 | 50 / 25 / 10 |")
-	require.Contains(t, out, "| stat | 64 | 1200 |  |  | 1.00 |  | 1152 | 50 / 25 / 10 |  |")
+	// CPU: 100, 50 and 30 µs a call; the server bound 10⁶ / 100.
+	// Every median is 50 ms: 1 RTT.
+	require.Contains(t, out, "| readfile | 1 | 10 | 2 | 4.50 | 1.00 (2.07) | 1.00 (9.29) | 9 | 100 / 50 / 30 | 100 / 50 / 30 | 10000 | 10000 |")
+	require.Contains(t, out, "| stat | 64 | 1200 |  |  | 1.00 (1.00) |  | 1152 | 100 / 50 / 30 |  | 10000 |  |")
 	require.Contains(t, out, "- pkg/sftp stat ×64: round 1: boom")
 }
 
