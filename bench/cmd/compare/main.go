@@ -198,6 +198,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.soak.workers, "soak-workers", 64, "soak case: goroutines on the one Client (half Stat, half 4 MiB reads)")
 	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
 	fs.DurationVar(&cfg.small.duration, "small-time", 3*time.Second, "small case: how long each client runs each cell (call, goroutines)")
+	fs.StringVar(&cfg.small.beforeExe, "small-before", "", "small case: a build of this harness with an earlier sluice, measured as one more client (before and after in one run)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

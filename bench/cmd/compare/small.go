@@ -31,12 +31,17 @@ import (
 const (
 	smallSluice  = "sluice"
 	smallPkgSFTP = "pkgsftp-tuned"
+	// smallBefore is sluice as built into the binary -small-before names: an earlier
+	// version, measured in the same run (its child runs with client smallSluice).
+	smallBefore = "sluice-before"
 )
 
-// smallClientTitles names the clients of the small-call case, in table order.
+// smallClientTitles names the clients of the small-call case, in table order. Every
+// ratio divides the first one's calls/s by another's.
 var smallClientTitles = []struct{ id, title string }{
 	{smallSluice, "sluice"},
 	{smallPkgSFTP, "pkg/sftp"},
+	{smallBefore, "sluice before"},
 }
 
 // smallOptions shape the small-call case.
@@ -44,6 +49,20 @@ type smallOptions struct {
 	ops        []smallOp
 	goroutines []int
 	duration   time.Duration
+	// beforeExe is a build of this harness with an earlier sluice (-small-before),
+	// run as one more client so that before and after alternate in one run.
+	beforeExe string
+}
+
+// smallClientsFor lists the clients a run measures, in table order.
+func smallClientsFor(o smallOptions) []string {
+	var clients []string
+	for _, c := range smallClientTitles {
+		if smallClients[c.id] != nil || (c.id == smallBefore && o.beforeExe != "") {
+			clients = append(clients, c.id)
+		}
+	}
+	return clients
 }
 
 // parseSmallOps reads -small-ops: "all" or a list of operations.
@@ -131,12 +150,7 @@ func (m smallMeasure) busy(seconds float64) float64 {
 // smallTable runs the small-call case at one RTT and prints its table.
 func (h *harness) smallTable(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	cfg := h.cfg
-	var clients []string
-	for _, c := range smallClientTitles {
-		if smallClients[c.id] != nil {
-			clients = append(clients, c.id)
-		}
-	}
+	clients := smallClientsFor(cfg.small)
 	addr, where := h.env.sshd.Addr, "direct"
 	if rtt > 0 {
 		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
@@ -189,7 +203,11 @@ func (h *harness) smallRounds(ctx context.Context, cell *smallCell, clients []st
 				Timeout: cfg.small.duration + cfg.timeout,
 				Small: &smallJob{Client: client, Op: cell.op, Goroutines: cell.goroutines, Duration: cfg.small.duration,
 					Dir: dir, Pool: removePool(rtt, cfg.small.duration, cell.goroutines)}}
-			m, err := h.smallChild(ctx, j)
+			exe := h.exe
+			if client == smallBefore {
+				exe, j.Small.Client = cfg.small.beforeExe, smallSluice
+			}
+			m, err := h.smallChild(ctx, exe, j)
 			_ = os.RemoveAll(dir)
 			if err != nil {
 				cell.failed[client] = fmt.Errorf("round %d: %w", round+1, err)
@@ -212,14 +230,14 @@ func (h *harness) smallRounds(ctx context.Context, cell *smallCell, clients []st
 // once connected and warmed up, and starts its calls when told; the server's CPU is
 // sampled at that moment and again when the child reports, while its connection (and
 // so its sftp-server processes) is still up; then the child is let go.
-func (h *harness) smallChild(ctx context.Context, j *job) (smallMeasure, error) {
+func (h *harness) smallChild(ctx context.Context, exe string, j *job) (smallMeasure, error) {
 	spec, err := json.Marshal(j)
 	if err != nil {
 		return smallMeasure{}, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, j.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(tctx, h.exe, childFlag+string(spec))
+	cmd := exec.CommandContext(tctx, exe, childFlag+string(spec))
 	stderr := &cappedBuffer{max: 16 << 10}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -353,8 +371,8 @@ func writeSmallTable(w io.Writer, heading string, rtt time.Duration, clients []s
 	for _, c := range clients {
 		head = append(head, smallTitle(c)+" calls/s")
 	}
-	if len(clients) == 2 {
-		head = append(head, smallTitle(clients[0])+"/"+smallTitle(clients[1]))
+	for _, c := range clients[min(1, len(clients)):] {
+		head = append(head, smallTitle(clients[0])+"/"+smallTitle(c))
 	}
 	for _, c := range clients {
 		head = append(head, smallTitle(c)+" "+per)
@@ -408,8 +426,8 @@ func smallRow(cell *smallCell, rtt time.Duration, clients []string) string {
 		v, ok := med(cell.res[c], smallMeasure.rate)
 		fields = append(fields, smallCellText(v, ok, 0, exhausted(cell.res[c])))
 	}
-	if len(clients) == 2 {
-		v, ok := median(smallRatios(cell.res[clients[0]], cell.res[clients[1]]))
+	for _, c := range clients[min(1, len(clients)):] {
+		v, ok := median(smallRatios(cell.res[clients[0]], cell.res[c]))
 		fields = append(fields, smallCellText(v, ok, 2, false))
 	}
 	unit, prec := float64(time.Microsecond), 0

@@ -146,3 +146,20 @@ func TestSmallEndToEnd(t *testing.T) {
 		require.Regexp(t, `\| `+string(op)+` \| 2 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \|`, out)
 	}
 }
+
+// TestSmallBefore: -small-before adds an earlier build as a third client, and the
+// table divides sluice's calls/s by each other client's.
+func TestSmallBefore(t *testing.T) {
+	require.Equal(t, []string{smallSluice, smallPkgSFTP}, smallClientsFor(smallOptions{}))
+	clients := smallClientsFor(smallOptions{beforeExe: "/old/compare"})
+	require.Equal(t, []string{smallSluice, smallPkgSFTP, smallBefore}, clients)
+	m := func(calls int64) smallMeasure {
+		return smallMeasure{smallResult: smallResult{Calls: calls, Seconds: 1, CallSeconds: 1, MedianSeconds: 0.1}}
+	}
+	var b strings.Builder
+	writeSmallTable(&b, "small", 50*time.Millisecond, clients, []*smallCell{{op: opReadDir, goroutines: 1,
+		res:    map[string][]smallMeasure{smallSluice: {m(10)}, smallPkgSFTP: {m(4)}, smallBefore: {m(5)}},
+		failed: map[string]error{}}})
+	require.Contains(t, b.String(), "| sluice/pkg/sftp | sluice/sluice before |")
+	require.Contains(t, b.String(), "| readdir | 1 | 10 | 4 | 5 | 2.50 | 2.00 |")
+}
