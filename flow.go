@@ -90,3 +90,9 @@ func readLaneCap(size int) int {
 func writeLaneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }
+
+// pipelinedWriteMax is the most data WriteFile sends as WRITEs back to back with the
+// CLOSE right behind them, two round trips in all: what one channel window holds, less
+// room for the small requests of other users of the channel, so that the burst goes
+// out without waiting for the server to grant more. More goes through the engine.
+const pipelinedWriteMax = channelWindow - 64<<10

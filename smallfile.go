@@ -173,83 +173,112 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 // receiveSmall does getSmall's two round trips. rest reports that the file may go on
 // past n, the bytes written to w.
 func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, err error) {
-	cn := f.cn
-	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
-	encs := []func(id uint32) []byte{
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
-	}
-	if size == 0 {
-		encs = encs[1:] // the probe alone: it reads from 0
-	}
-	reqs, cls, serr := f.sendThenClose(ctx, t.ctx, encs)
+	return f.receiveSmall(ctx, t.ctx, size, w)
+}
 
-	// data[i] is what READ i brought: nil for EOF.
-	data := make([][]byte, len(reqs))
-	resps := make([]response, len(reqs))
-	defer func() {
-		for i := range resps {
-			resps[i].release()
-		}
-	}()
-	var rerr error // the first failure, by request order
-	collect(ctx, cn, reqs, func(i int, r response, err error) {
-		if err != nil {
-			if rerr == nil {
-				rerr = err
-			}
-			return
-		}
-		want := uint32(size)
-		if len(encs) == 1 || i == 1 {
-			want = probe
-		}
-		d, err := smallData(&r, want)
-		if err != nil {
-			r.release()
-			if rerr == nil {
-				rerr = cn.check(err)
-			}
-			return
-		}
-		data[i], resps[i] = d, r
-	})
-	// A read handle's CLOSE reports nothing that matters to the data (as in
-	// getFile), unless the reply itself is malformed, which fails the channel.
-	closeReply(t.ctx, f, cls)
+// receiveSmall reads f, a file of size bytes (as a listing or a STAT said: at most one
+// READ), and closes it, in one round trip: the READ of size bytes, a READ just past it
+// that should find EOF, and the CLOSE go out back to back, and their replies are then
+// matched by id. The requests go out while ctx lasts, the CLOSE while cctx (the call's
+// ctx) does. rest reports that the file may go on past n, the bytes written to w: it
+// turned out longer, or a READ came back short, or a server that reorders a handle's
+// requests closed it before a READ. The caller decides how to read on, on a new handle.
+func (f *File) receiveSmall(ctx, cctx context.Context, size int64, w io.Writer) (n int64, rest bool, err error) {
+	got, serr := f.sendSmallReads(ctx, cctx, size)
+	defer got.release()
+	rerr := got.err
 	if serr != nil && rerr == nil {
 		rerr = serr
 	}
 	var se *StatusError
 	if errors.As(rerr, &se) && serr == nil && ctx.Err() == nil {
 		// A server that runs a handle's requests out of order may have closed it
-		// before a READ. Nothing was written yet: the engine reads the file again on
-		// a new handle, and reports the failure if it is real.
+		// before a READ. Nothing was written yet: the caller reads the file again on
+		// a new handle, which reports the failure if it is real.
 		return 0, true, nil
 	}
 	if rerr != nil {
 		return 0, false, f.err("read", rerr)
 	}
-	first := data[0]
-	if first == nil && len(encs) == 2 {
+	return got.writeTo(w, size)
+}
+
+// smallReads is what the READs of receiveSmall brought back.
+type smallReads struct {
+	first []byte     // the READ of the listed size from 0: nil for EOF, or when size is 0
+	probe []byte     // the READ past the listed end: nil for EOF
+	resps []response // holding first and probe, released once they are written
+	err   error      // the first failure, by request order
+}
+
+func (g *smallReads) release() {
+	for i := range g.resps {
+		g.resps[i].release()
+	}
+}
+
+// sendSmallReads sends receiveSmall's requests and collects their replies. serr is the
+// error of a request that could not be sent.
+func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallReads, serr error) {
+	cn := f.cn
+	probe := uint32(f.c.readSize()) // the READ past the listed end: EOF, or what was added
+	wants := []uint32{uint32(size), probe}
+	encs := []func(id uint32) []byte{
+		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
+		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
+	}
+	slots := []*[]byte{&g.first, &g.probe}
+	if size == 0 {
+		// The probe alone: it reads from 0.
+		wants, encs, slots = wants[1:], encs[1:], slots[1:]
+	}
+	reqs, cls, serr := f.sendThenClose(ctx, cctx, encs)
+	g.resps = make([]response, len(reqs))
+	collect(ctx, cn, reqs, func(i int, r response, err error) {
+		if err == nil {
+			var d []byte
+			if d, err = smallData(&r, wants[i]); err == nil {
+				*slots[i], g.resps[i] = d, r
+				return
+			}
+			r.release()
+		}
+		if g.err == nil {
+			g.err = cn.check(err)
+		}
+	})
+	// A read handle's CLOSE reports nothing that matters to the data (as in
+	// getFile), unless the reply itself is malformed, which fails the channel. It is
+	// waited for all the same (while cctx lasts): sent behind the READs, it is
+	// answered in their round trip by a server that runs a handle's requests in
+	// order, so the wait costs nothing there, and the handle is gone when the call
+	// returns, before any request the caller sends next, on any channel.
+	closeReply(cctx, f, cls)
+	return g, serr
+}
+
+// writeTo writes to w what the READs of a file of size bytes brought, and reports
+// whether the file may go on past it.
+func (g *smallReads) writeTo(w io.Writer, size int64) (n int64, rest bool, err error) {
+	if g.first == nil && size > 0 {
 		return 0, false, nil // EOF at 0: the file was emptied since the listing
 	}
-	if _, err := w.Write(first); err != nil {
-		return 0, false, err
+	if len(g.first) > 0 {
+		if _, err := w.Write(g.first); err != nil {
+			return 0, false, err
+		}
 	}
-	n = int64(len(first))
+	n = int64(len(g.first))
 	switch {
-	case len(encs) == 1: // an empty file: the probe read from 0
-		return n, len(first) > 0, nil
 	case n < size:
 		// Short: the file shrank, or the server caps READs below this one. Only a
 		// READ from n tells which; what the probe brought is not next to n.
 		return n, true, nil
-	case len(data[1]) == 0:
+	case len(g.probe) == 0:
 		return n, false, nil // EOF where the listing said
 	}
 	// The file grew since the listing: keep what the probe brought and go on.
-	m, err := w.Write(data[1])
+	m, err := w.Write(g.probe)
 	return n + int64(m), err == nil, err
 }
 
