@@ -105,10 +105,10 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 // handle holds exactly that much.
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
 	cn := c.fileChannel() // see controllane.go
-	st := pendingReq{id: cn.newID(), ch: make(chan response, 1)}
 	bp := cn.smallPool.Get().(*[]byte)
-	pkt := appendString1((*bp)[:0], sshfx.TypeStat, st.id, name)
-	err = cn.send(ctx, st.id, pkt, st.ch)
+	id := cn.newID()
+	pkt := appendString1((*bp)[:0], sshfx.TypeStat, id, name)
+	st, err := sendReq(ctx, cn, id, pkt)
 	if cap(pkt) == cap(*bp) { // written by now; not outgrown: the pool keeps one size
 		cn.smallPool.Put(bp)
 	}
@@ -131,7 +131,7 @@ func (c *Client) openSized(ctx context.Context, name string) (f *File, size int6
 // statSize waits for the reply to the STAT st and returns the size of the regular
 // file it describes, or -1. A refusal is no error; a malformed reply fails the channel.
 func statSize(ctx context.Context, cn *conn, st pendingReq) (int64, error) {
-	r, err := cn.wait(ctx, st.id, st.ch)
+	r, err := waitReq(ctx, cn, st)
 	if err != nil {
 		return -1, err
 	}
@@ -201,16 +201,20 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	size := f.c.limits.MaxWrite
 	bp := f.c.dataBuf()
 	defer f.c.dataPool.Put(bp)
-	encs := make([]func(id uint32) []byte, 0, (len(data)+size-1)/size)
-	for off := 0; off < len(data); off += size {
-		p := data[off:min(off+size, len(data))]
-		encs = append(encs, func(id uint32) []byte {
-			copy((*bp)[dataOff:], p)
-			// It cannot fail: decodeHandle refused handles longer than packetSlack
-			// has room for.
-			pkt, _ := writePacket(*bp, id, f.handle, int64(off), len(p))
-			return pkt
-		})
+	// One encoder serves every WRITE: sendThenClose calls them in order, each just
+	// before its request goes out.
+	off := 0
+	enc := func(id uint32) []byte {
+		n := copy((*bp)[dataOff:dataOff+size], data[off:])
+		// It cannot fail: decodeHandle refused handles longer than packetSlack has
+		// room for.
+		pkt, _ := writePacket(*bp, id, f.handle, int64(off), n)
+		off += n
+		return pkt
+	}
+	encs := make([]func(id uint32) []byte, (len(data)+size-1)/size)
+	for i := range encs {
+		encs[i] = enc
 	}
 	reqs, cls, err := f.sendThenClose(ctx, ctx, encs)
 	if err != nil {

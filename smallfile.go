@@ -73,7 +73,9 @@ type pendingReq struct {
 // no request can follow the CLOSE; Close called later returns fs.ErrClosed and sends
 // nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
 // does, and otherwise in the background, so the handle is closed whatever happens. An
-// error means some requests did not go out: those have sent false.
+// error means some requests did not go out: those have sent false. Each enc is called
+// just before its request is sent, and the packet it returns may be reused once the
+// next enc is called: the channel has copied it by then.
 func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) []byte) (reqs []pendingReq, cls pendingReq, err error) {
 	first := false
 	f.closeOnce.Do(func() {
@@ -91,19 +93,45 @@ func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) [
 		if err != nil {
 			break
 		}
-		r := pendingReq{id: cn.newID(), ch: make(chan response, 1)}
-		if err = cn.send(ctx, r.id, enc(r.id), r.ch); err == nil {
-			r.sent = true
-		}
-		reqs[i] = r
+		id := cn.newID()
+		reqs[i], err = sendReq(ctx, cn, id, enc(id))
 	}
-	cls = pendingReq{id: cn.newID(), ch: make(chan response, 1)}
-	if cerr := cn.send(cctx, cls.id, appendString1(nil, sshfx.TypeClose, cls.id, f.handle), cls.ch); cerr == nil {
-		cls.sent = true
-	} else {
+	bp := cn.smallPool.Get().(*[]byte)
+	id := cn.newID()
+	cls, cerr := sendReq(cctx, cn, id, appendString1((*bp)[:0], sshfx.TypeClose, id, f.handle))
+	cn.smallPool.Put(bp) // written by now; a handle of at most 256 bytes never outgrows it
+	if cerr != nil {
 		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
 	}
 	return reqs, cls, err
+}
+
+// sendReq sends pkt, request id, on cn, with a reply channel from cn's pool. On an
+// error nothing was sent, and the channel is back in the pool.
+func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, error) {
+	ch, _ := cn.replyChans.Get().(chan response)
+	if ch == nil {
+		ch = make(chan response, 1)
+	}
+	if err := cn.send(ctx, id, pkt, ch); err != nil {
+		cn.replyChans.Put(ch) // not registered: nothing will come
+		return pendingReq{id: id}, err
+	}
+	return pendingReq{id: id, ch: ch, sent: true}, nil
+}
+
+// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
+// length.
+func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }
+
+// waitReq waits, while ctx lasts, for the reply to r, and puts its channel back in
+// cn's pool once the reply has been taken from it (see conn.replyChans).
+func waitReq(ctx context.Context, cn *conn, r pendingReq) (response, error) {
+	resp, clean, err := cn.waitReply(ctx, r.id, r.ch)
+	if clean {
+		cn.replyChans.Put(r.ch)
+	}
+	return resp, err
 }
 
 // collect waits for the replies to reqs in turn while ctx lasts; once it ends, the
@@ -119,7 +147,7 @@ func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, 
 			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
 			continue
 		}
-		resp, err := cn.wait(ctx, r.id, r.ch)
+		resp, err := waitReq(ctx, cn, r)
 		take(i, resp, err)
 	}
 }
@@ -129,7 +157,7 @@ func closeReply(ctx context.Context, f *File, cls pendingReq) error {
 	if !cls.sent {
 		return errFileClosed
 	}
-	r, err := f.cn.wait(ctx, cls.id, cls.ch)
+	r, err := waitReq(ctx, f.cn, cls)
 	if err != nil {
 		return err
 	}
@@ -223,9 +251,11 @@ func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallRea
 	cn := f.cn
 	probe := uint32(f.c.readSize()) // the READ past the listed end: EOF, or what was added
 	wants := []uint32{uint32(size), probe}
+	// Both READs are built in one buffer: the first has gone out when the second is.
+	pkt := make([]byte, 0, readPacketLen(f.handle))
 	encs := []func(id uint32) []byte{
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
+		func(id uint32) []byte { return appendRead(pkt, id, f.handle, 0, uint32(size)) },
+		func(id uint32) []byte { return appendRead(pkt, id, f.handle, uint64(size), probe) },
 	}
 	slots := []*[]byte{&g.first, &g.probe}
 	if size == 0 {
