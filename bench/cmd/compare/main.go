@@ -244,14 +244,8 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.soak.duration < time.Second || cfg.soak.duration > 10*time.Minute {
 		return nil, fmt.Errorf("-soak-time %v: want 1s to 10m", cfg.soak.duration)
 	}
-	if cfg.small.ops, err = parseSmallOps(*smallOpsF); err != nil {
+	if err := cfg.small.parse(*smallOpsF, *smallG); err != nil {
 		return nil, err
-	}
-	if cfg.small.goroutines, err = parseGoroutines(*smallG); err != nil {
-		return nil, err
-	}
-	if cfg.small.duration < 500*time.Millisecond || cfg.small.duration > 5*time.Minute {
-		return nil, fmt.Errorf("-small-time %v: want 500ms to 5m", cfg.small.duration)
 	}
 	cfg.tree.fileSize = treeFileSize
 	for _, s := range strings.Split(*rtts, ",") {

@@ -65,6 +65,21 @@ func smallClientsFor(o smallOptions) []string {
 	return clients
 }
 
+// parse reads -small-ops and -small-goroutines, and checks -small-time.
+func (o *smallOptions) parse(ops, goroutines string) error {
+	var err error
+	if o.ops, err = parseSmallOps(ops); err != nil {
+		return err
+	}
+	if o.goroutines, err = parseGoroutines(goroutines); err != nil {
+		return err
+	}
+	if o.duration < 500*time.Millisecond || o.duration > 5*time.Minute {
+		return fmt.Errorf("-small-time %v: want 500ms to 5m", o.duration)
+	}
+	return nil
+}
+
 // parseSmallOps reads -small-ops: "all" or a list of operations.
 func parseSmallOps(spec string) ([]smallOp, error) {
 	if spec == "all" {
