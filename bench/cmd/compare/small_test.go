@@ -105,8 +105,8 @@ func TestRunSmallFails(t *testing.T) {
 
 func TestRemovePool(t *testing.T) {
 	require.Equal(t, 3*20*5/4+16, removePool(50*time.Millisecond, 3*time.Second, 64))
-	require.Equal(t, 75000+16, removePool(0, 3*time.Second, 1))
-	require.Equal(t, 75000/64+16, removePool(0, 3*time.Second, 64))
+	require.Equal(t, 45000+16, removePool(0, 3*time.Second, 1))
+	require.Equal(t, 2812+16, removePool(0, 3*time.Second, 64))
 }
 
 func TestSmallTable(t *testing.T) {
