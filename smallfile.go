@@ -66,6 +66,7 @@ type pendingReq struct {
 	id   uint32
 	ch   chan response
 	sent bool
+	err  error // why it was not sent: the channel died, ctx ended
 }
 
 // sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
@@ -115,7 +116,7 @@ func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, 
 	}
 	if err := cn.send(ctx, id, pkt, ch); err != nil {
 		cn.replyChans.Put(ch) // not registered: nothing will come
-		return pendingReq{id: id}, err
+		return pendingReq{id: id, err: err}, err
 	}
 	return pendingReq{id: id, ch: ch, sent: true}, nil
 }
@@ -152,9 +153,15 @@ func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, 
 	}
 }
 
-// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent.
+// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent. A
+// CLOSE that did not go out reports why: the channel's error when the Client was
+// closed or the connection died (net.ErrClosed), the ctx error, or errFileClosed when
+// the File was closed already.
 func closeReply(ctx context.Context, f *File, cls pendingReq) error {
 	if !cls.sent {
+		if cls.err != nil {
+			return cls.err
+		}
 		return errFileClosed
 	}
 	r, err := waitReq(ctx, f.cn, cls)
