@@ -98,6 +98,7 @@ func TestReorderedReplies(t *testing.T) {
 				names = append(names, e.Name())
 			}
 			require.Equal(t, want, names)
+			requireWorks(t, c) // ReadDir does not wait for its CLOSE; this round trip does
 			require.Zero(t, srv.OpenHandles())
 		})
 	}
@@ -329,6 +330,7 @@ func TestConcurrentMixedOps(t *testing.T) {
 	entries, err := c.ReadDir(ctx, "/")
 	require.NoError(t, err)
 	require.Empty(t, entries, "every worker cleans up after itself")
+	requireWorks(t, c) // ReadDir does not wait for its CLOSE; this round trip does
 	require.Zero(t, srv.OpenHandles())
 	require.NoError(t, c.main.failed())
 }

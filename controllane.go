@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // The control lane. An SFTP channel answers in order (one sftp-server process per
@@ -49,7 +51,7 @@ func (c *Client) fileChannel() *conn {
 		return c.main
 	}
 	data := c.laneChannels()
-	best := c.ctl.leastLoaded(data)
+	best := c.ctl.leastLoaded(slices.DeleteFunc(slices.Clone(data), notAnswered))
 	if len(data) < c.opts.channels && (best == nil || inFlight(best) >= busyChannel) {
 		c.ctl.open(c, len(data)+1)
 	}
@@ -58,6 +60,15 @@ func (c *Client) fileChannel() *conn {
 	}
 	return best
 }
+
+// notAnswered reports whether cn has yet to answer a request. A channel is put in the
+// pool as soon as its INIT is sent, without waiting for the server to start (see
+// pipelinedSession): a file opened there would wait behind the server's start, which
+// sshd pays a login shell for, 100 ms of CPU or more on a busy server, and the least
+// loaded channel is just the one starting. So a file goes only to a channel that has
+// answered a round trip (it has a minRTT): the control lane asks a new one for one as
+// soon as it is open, and a transfer's lane answers its OPEN.
+func notAnswered(cn *conn) bool { return cn.minRTT.Load() == 0 }
 
 // laneChannels returns the live channels a transfer may add as lanes: every channel
 // but the main one, which is kept for small calls (a File still open on the main
@@ -110,7 +121,14 @@ func (l *controlLane) open(c *Client, n int) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		c.eachChannel(l.ctx, n, func(*conn) {})
+		c.eachChannel(l.ctx, n, func(cn *conn) {
+			if notAnswered(cn) {
+				// A round trip, so that files go to cn once it answers (notAnswered).
+				if r, err := cn.roundTrip(l.ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeRealpath, id, ".") }); err == nil {
+					r.release()
+				}
+			}
+		})
 		l.mu.Lock()
 		l.opening = nil
 		l.mu.Unlock()

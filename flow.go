@@ -115,3 +115,9 @@ const (
 	// contains itself forever.
 	maxTreeDepth = 64
 )
+
+// pipelinedWriteMax is the most data WriteFile sends as WRITEs back to back with the
+// CLOSE right behind them, two round trips in all: what one channel window holds, less
+// room for the small requests of other users of the channel, so that the burst goes
+// out without waiting for the server to grant more. More goes through the engine.
+const pipelinedWriteMax = channelWindow - 64<<10

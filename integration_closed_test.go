@@ -294,15 +294,16 @@ func TestIntegrationServerKilledDuringDownload(t *testing.T) {
 }
 
 func TestIntegrationReadFileStalledServer(t *testing.T) {
-	// The server stalls right after answering the OPEN: ReadFile must still return
-	// when its ctx ends, although neither the READs nor the CLOSE will be answered.
+	// The server stalls right after answering the OPEN (and the STAT sent with it):
+	// ReadFile must still return when its ctx ends, although neither the READs nor the
+	// CLOSE will be answered.
 	dir := serverDir(t)
 	writeLocal(t, filepath.Join(dir, "f"), randBytes(1<<20, 14), 0o644)
 	c, srv := startServer(t, dir, nil)
 	t.Cleanup(func() { srv.kill(t) })
 	ctx, cancel := context.WithCancel(testCtx(t))
 
-	stopped := srv.stopAtNextReply()
+	stopped := srv.stopAfterReplies(2)
 	srv.drainWrites()
 	errc := make(chan error, 1)
 	go func() {
@@ -315,8 +316,8 @@ func TestIntegrationReadFileStalledServer(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("no reply to the OPEN")
 	}
-	// The OPEN and a request after it: the download is under way.
-	await(t, srv.writeDone, 2, "OPEN and a request of the download")
+	// The STAT, the OPEN and a request after them: the download is under way.
+	await(t, srv.writeDone, 3, "STAT, OPEN and a request of the download")
 	cancel()
 	select {
 	case err := <-errc:

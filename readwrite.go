@@ -7,21 +7,41 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
 )
+
+// Whole files in the fewest round trips SFTP allows. ReadFile sends a STAT of the file
+// just before its OPEN, so the size comes back with the handle: a file that fits one
+// READ is then read like a small file of a tree (receiveSmall: the READ, a READ past
+// its end and the CLOSE together), two round trips in all; a larger one goes through
+// the transfer engine on the same handle. WriteFile sends data that fits in one
+// channel window as WRITEs with the CLOSE right behind them, also two round trips;
+// more goes through the engine.
 
 // ReadFile reads the named file whole, like os.ReadFile. ctx bounds the whole read,
 // not just the open: when it ends, the transfer stops and the ctx error is returned.
+// A file that fits in one READ (255 KiB from OpenSSH) costs two round trips: a STAT
+// and the OPEN together, then the READs and the CLOSE together. What it returns is
+// always what one handle read.
 func (c *Client) ReadFile(ctx context.Context, name string) ([]byte, error) {
-	f, err := c.Open(ctx, name)
+	f, size, err := c.openSized(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, f.cancel)
 	var buf bytes.Buffer
-	_, err = f.WriteTo(&buf)
-	stop()
-	// As in os.ReadFile, a failed close does not spoil data read whole.
-	closeWithin(ctx, f)
+	if size > 0 {
+		buf.Grow(int(min(size, maxPrealloc)))
+	}
+	if size >= 0 && size <= int64(c.readSize()) {
+		err = readOneRound(ctx, f, size, &buf)
+		if errors.Is(err, errReadAgain) {
+			buf.Reset()
+			err = c.readAgain(ctx, name, &buf)
+		}
+	} else {
+		err = readWhole(ctx, f, &buf)
+	}
 	if err != nil {
 		return nil, ctxErr(ctx, "read", name, err)
 	}
@@ -31,13 +51,118 @@ func (c *Client) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// errReadAgain is readOneRound's report that the file was not what the STAT said.
+var errReadAgain = errors.New("sftp: the file changed while it was read")
+
+// readOneRound reads f, of size bytes (at most one READ) as a STAT just said, into buf in
+// one round trip, and closes it. errReadAgain means the handle turned out to hold
+// something else (the file grew, shrank or was replaced since the STAT, or the server
+// returned less than asked): what was read then stays unused, and readAgain reads the
+// file from its start on a new handle. Going on from where this handle stopped could
+// join the start of one file to the end of another, one that replaced it meanwhile:
+// one handle's view is what a whole-file read must return.
+func readOneRound(ctx context.Context, f *File, size int64, buf *bytes.Buffer) error {
+	defer f.cancel()
+	if err := ctx.Err(); err != nil {
+		closeWithin(ctx, f)
+		return f.err("read", fmt.Errorf("sftp: %w", err))
+	}
+	_, rest, _, err := f.receiveSmall(ctx, ctx, size, buf)
+	switch {
+	case err != nil:
+		return err
+	case rest:
+		return errReadAgain
+	}
+	return nil
+}
+
+// readAgain reads the named file whole on a new handle, with the transfer engine.
+func (c *Client) readAgain(ctx context.Context, name string, buf *bytes.Buffer) error {
+	f, err := c.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	return readWhole(ctx, f, buf)
+}
+
+// readWhole reads f from its start to EOF into buf with the transfer engine, and
+// closes it.
+func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
+	stop := context.AfterFunc(ctx, f.cancel)
+	_, err := f.WriteTo(buf)
+	stop()
+	// As in os.ReadFile, a failed close does not spoil data read whole.
+	closeWithin(ctx, f)
+	return err
+}
+
+// openSized opens name for reading with a STAT of it sent just before the OPEN, on the
+// same channel: the size arrives with the handle, in one round trip. size is -1 when
+// the STAT failed or named something other than a regular file; the OPEN's outcome
+// decides the call. The STAT and the OPEN may see different files (one replaced the
+// other in between): the size only chooses how to read, and readOneRound checks that the
+// handle holds exactly that much.
+func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
+	cn := c.fileChannel() // see controllane.go
+	bp := cn.smallPool.Get().(*[]byte)
+	id := cn.newID()
+	pkt := appendString1((*bp)[:0], sshfx.TypeStat, id, name)
+	st, err := sendReq(ctx, cn, id, pkt)
+	if cap(pkt) == cap(*bp) { // written by now; not outgrown: the pool keeps one size
+		cn.smallPool.Put(bp)
+	}
+	if err != nil {
+		return nil, -1, pathErr("open", name, err)
+	}
+	f, err = c.openFile(ctx, cn, name, os.O_RDONLY, 0)
+	if err != nil {
+		cn.abandon(st.id, st.ch)
+		return nil, -1, pathErr("open", name, err)
+	}
+	if size, err = statSize(ctx, cn, st); err != nil {
+		closeWithin(ctx, f)
+		f.cancel()
+		return nil, -1, pathErr("open", name, err)
+	}
+	return f, size, nil
+}
+
+// statSize waits for the reply to the STAT st and returns the size of the regular
+// file it describes, or -1. A refusal is no error; a malformed reply fails the channel.
+func statSize(ctx context.Context, cn *conn, st pendingReq) (int64, error) {
+	r, err := waitReq(ctx, cn, st)
+	if err != nil {
+		return -1, err
+	}
+	defer r.release()
+	a, err := decodeAttrs("STAT", &r)
+	var se *StatusError
+	switch {
+	case errors.As(err, &se):
+		return -1, nil
+	case err != nil:
+		return -1, cn.check(err)
+	case !a.Has(sshfx.AttrSize):
+		return -1, nil
+	case a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask != 0 && a.Permissions&unixTypeMask != unixRegular:
+		return -1, nil // a directory, a device: the engine's READs decide what it gives
+	}
+	return int64(min(a.Size, 1<<62)), nil
+}
+
 // WriteFile writes data to the named file, creating it with perm (before the server's
 // umask) if needed and truncating it otherwise, like os.WriteFile. ctx bounds the whole
-// write.
+// write. The error includes what the server says when the file is closed. Data that
+// fits in one channel window (about 1.9 MiB) costs two round trips: the OPEN, then
+// the WRITEs and the CLOSE together.
 func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
 	f, err := c.OpenFile(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
+	}
+	if f.fitsOneBurst(len(data)) {
+		return f.writeSmall(ctx, data)
 	}
 	stop := context.AfterFunc(ctx, f.cancel)
 	_, err = f.Write(data)
@@ -50,6 +175,64 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 		return ctxErr(ctx, "write", name, err)
 	}
 	return nil
+}
+
+// fitsOneBurst reports whether n bytes go to f as WRITEs sent back to back: no more
+// than one channel window holds (pipelinedWriteMax), in no more requests than a
+// transfer of f keeps in flight.
+func (f *File) fitsOneBurst(n int) bool {
+	size := f.c.limits.MaxWrite
+	return n <= pipelinedWriteMax && (n+size-1)/size <= f.window()
+}
+
+// writeSmall writes data, which fitsOneBurst, at the start of f, just opened with
+// O_TRUNC, and closes it: every WRITE and then the CLOSE go out back to back, and the
+// replies are collected after, in one round trip. The first failure among them is the
+// error, the CLOSE's included: a CLOSE of a written file can report what the server
+// only noticed then, so it is always waited for (while ctx lasts). The WRITEs are
+// built one after another in one pooled buffer: each is written to the channel (which
+// copies it) before the next is built.
+func (f *File) writeSmall(ctx context.Context, data []byte) error {
+	defer f.cancel()
+	if err := ctx.Err(); err != nil {
+		closeWithin(ctx, f)
+		return f.err("write", fmt.Errorf("sftp: %w", err))
+	}
+	size := f.c.limits.MaxWrite
+	bp := f.c.dataBuf()
+	defer f.c.dataPool.Put(bp)
+	// One encoder serves every WRITE: sendThenClose calls them in order, each just
+	// before its request goes out.
+	off := 0
+	enc := func(id uint32) []byte {
+		n := copy((*bp)[dataOff:dataOff+size], data[off:])
+		// It cannot fail: decodeHandle refused handles longer than packetSlack has
+		// room for.
+		pkt, _ := writePacket(*bp, id, f.handle, int64(off), n)
+		off += n
+		return pkt
+	}
+	encs := make([]func(id uint32) []byte, (len(data)+size-1)/size)
+	for i := range encs {
+		encs[i] = enc
+	}
+	reqs, cls, err := f.sendThenClose(ctx, ctx, encs)
+	if err != nil {
+		err = f.err("write", err)
+	}
+	collect(ctx, f.cn, reqs, func(_ int, r response, werr error) {
+		if werr == nil {
+			werr = f.cn.check(expectStatus("WRITE", &r))
+			r.release()
+		}
+		if werr != nil && err == nil {
+			err = f.err("write", werr)
+		}
+	})
+	if cerr := closeReply(ctx, f, cls); cerr != nil && err == nil {
+		err = f.err("close", cerr)
+	}
+	return err
 }
 
 // closeWithin closes f, waiting for the server's answer only while ctx lasts: a

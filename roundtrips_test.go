@@ -48,6 +48,7 @@ func TestReadDirAsksTwoPagesAtOnce(t *testing.T) {
 	on.Store(false)
 	srv.ReleaseStalled()
 	require.Equal(t, []string{"a", "b", "c"}, tsRecv(t, done, "ReadDir"))
+	requireWorks(t, c) // ReadDir does not wait for its CLOSE; this round trip does
 	require.Zero(t, srv.OpenHandles())
 }
 
@@ -109,6 +110,7 @@ func TestReadDirKeepsAPageAnsweredAfterEOF(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	require.Equal(t, []string{"x", "y"}, names)
+	requireWorks(t, c) // ReadDir does not wait for its CLOSE; this round trip does
 	require.Zero(t, srv.OpenHandles())
 }
 

@@ -57,6 +57,7 @@ type pendingReq struct {
 	id   uint32
 	ch   chan response
 	sent bool
+	err  error // why it was not sent: the channel died, ctx ended
 }
 
 // sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
@@ -64,7 +65,9 @@ type pendingReq struct {
 // no request can follow the CLOSE; Close called later returns fs.ErrClosed and sends
 // nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
 // does, and otherwise in the background, so the handle is closed whatever happens. An
-// error means some requests did not go out: those have sent false.
+// error means some requests did not go out: those have sent false. Each enc is called
+// just before its request is sent, and the packet it returns may be reused once the
+// next enc is called: the channel has copied it by then.
 func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) []byte) (reqs []pendingReq, cls pendingReq, err error) {
 	first := false
 	f.closeOnce.Do(func() {
@@ -82,19 +85,45 @@ func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) [
 		if err != nil {
 			break
 		}
-		r := pendingReq{id: cn.newID(), ch: make(chan response, 1)}
-		if err = cn.send(ctx, r.id, enc(r.id), r.ch); err == nil {
-			r.sent = true
-		}
-		reqs[i] = r
+		id := cn.newID()
+		reqs[i], err = sendReq(ctx, cn, id, enc(id))
 	}
-	cls = pendingReq{id: cn.newID(), ch: make(chan response, 1)}
-	if cerr := cn.send(cctx, cls.id, appendString1(nil, sshfx.TypeClose, cls.id, f.handle), cls.ch); cerr == nil {
-		cls.sent = true
-	} else {
+	bp := cn.smallPool.Get().(*[]byte)
+	id := cn.newID()
+	cls, cerr := sendReq(cctx, cn, id, appendString1((*bp)[:0], sshfx.TypeClose, id, f.handle))
+	cn.smallPool.Put(bp) // written by now; a handle of at most 256 bytes never outgrows it
+	if cerr != nil {
 		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
 	}
 	return reqs, cls, err
+}
+
+// sendReq sends pkt, request id, on cn, with a reply channel from cn's pool. On an
+// error nothing was sent, and the channel is back in the pool.
+func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, error) {
+	ch, _ := cn.replyChans.Get().(chan response)
+	if ch == nil {
+		ch = make(chan response, 1)
+	}
+	if err := cn.send(ctx, id, pkt, ch); err != nil {
+		cn.replyChans.Put(ch) // not registered: nothing will come
+		return pendingReq{id: id, err: err}, err
+	}
+	return pendingReq{id: id, ch: ch, sent: true}, nil
+}
+
+// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
+// length.
+func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }
+
+// waitReq waits, while ctx lasts, for the reply to r, and puts its channel back in
+// cn's pool once the reply has been taken from it (see conn.replyChans).
+func waitReq(ctx context.Context, cn *conn, r pendingReq) (response, error) {
+	resp, clean, err := cn.waitReply(ctx, r.id, r.ch)
+	if clean {
+		cn.replyChans.Put(r.ch)
+	}
+	return resp, err
 }
 
 // collect waits for the replies to reqs in turn while ctx lasts; once it ends, the
@@ -110,17 +139,23 @@ func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, 
 			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
 			continue
 		}
-		resp, err := cn.wait(ctx, r.id, r.ch)
+		resp, err := waitReq(ctx, cn, r)
 		take(i, resp, err)
 	}
 }
 
-// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent.
+// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent. A
+// CLOSE that did not go out reports why: the channel's error when the Client was
+// closed or the connection died (net.ErrClosed), the ctx error, or errFileClosed when
+// the File was closed already.
 func closeReply(ctx context.Context, f *File, cls pendingReq) error {
 	if !cls.sent {
+		if cls.err != nil {
+			return cls.err
+		}
 		return errFileClosed
 	}
-	r, err := f.cn.wait(ctx, cls.id, cls.ch)
+	r, err := waitReq(ctx, f.cn, cls)
 	if err != nil {
 		return err
 	}
@@ -176,109 +211,141 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 // receiveSmall does getSmall's two round trips. rest reports that the file may go on
 // past n, the bytes written to w; ends is what the two READs said about the file's end.
 func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	ends = newReadEnds()
-	probe := uint32(t.c.readSize()) // the READ past the listed end: EOF, or what was added
-	encs := []func(id uint32) []byte{
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, 0, uint32(size)) },
-		func(id uint32) []byte { return appendRead(nil, id, f.handle, uint64(size), probe) },
-	}
-	wants := []uint32{uint32(size), probe}
-	if size == 0 {
-		encs, wants = encs[1:], wants[1:] // the probe alone: it reads from 0
-	}
-	reqs, cls, serr := f.sendThenClose(ctx, t.ctx, encs)
-	data, resps, rerr := collectReads(ctx, f.cn, reqs, wants)
-	defer func() {
-		for i := range resps {
-			resps[i].release()
-		}
-	}()
-	// A read handle's CLOSE reports nothing that matters to the data (as in
-	// getFile), unless the reply itself is malformed, which fails the channel.
-	closeReply(t.ctx, f, cls)
+	return f.receiveSmall(ctx, t.ctx, size, w)
+}
+
+// receiveSmall reads f, a file of size bytes (as a listing or a STAT said: at most one
+// READ), and closes it, in one round trip: the READ of size bytes, a READ just past it
+// that should find EOF, and the CLOSE go out back to back, and their replies are then
+// matched by id. The requests go out while ctx lasts, the CLOSE while cctx (the call's
+// ctx) does. rest reports that the file may go on past n, the bytes written to w: it
+// turned out longer, or a READ came back short, or a server that reorders a handle's
+// requests closed it before a READ. The caller decides how to read on, on a new handle.
+// ends is what the READs said about the file's end, which whatever the caller reads
+// next must agree with (readEnds); a READ from 0 finding EOF while the one past it
+// found data is that contradiction already, and fails the read.
+func (f *File) receiveSmall(ctx, cctx context.Context, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
+	got, serr := f.sendSmallReads(ctx, cctx, size)
+	defer got.release()
+	rerr := got.err
 	if serr != nil && rerr == nil {
 		rerr = serr
 	}
 	var se *StatusError
 	if errors.As(rerr, &se) && serr == nil && ctx.Err() == nil {
 		// A server that runs a handle's requests out of order may have closed it
-		// before a READ. Nothing was written yet: the engine reads the file again on
-		// a new handle, and reports the failure if it is real.
-		return 0, true, ends, nil
+		// before a READ. Nothing was written yet: the caller reads the file again on
+		// a new handle, which reports the failure if it is real.
+		return 0, true, newReadEnds(), nil
 	}
 	if rerr != nil {
-		return 0, false, ends, f.err("read", rerr)
+		return 0, false, newReadEnds(), f.err("read", rerr)
 	}
-	ends = smallEnds(data, size)
-	if data[0] == nil && len(data) == 2 {
-		// EOF at 0: the file was emptied since the listing, unless the probe found data.
-		return 0, false, ends, f.err("read", ends.conflict())
+	ends = got.ends(size)
+	if cerr := ends.conflict(); cerr != nil {
+		return 0, false, ends, f.err("read", cerr)
 	}
-	n, rest, err = writeSmall(w, data, size)
+	n, rest, err = got.writeTo(w, size)
 	return n, rest, ends, err
 }
 
-// collectReads waits for the replies to the READs reqs of want bytes each: data[i] is
-// what READ i brought (nil for EOF), held in resps[i] until the caller releases it;
-// err is the first failure, by request order.
-func collectReads(ctx context.Context, cn *conn, reqs []pendingReq, wants []uint32) (data [][]byte, resps []response, err error) {
-	data = make([][]byte, len(reqs))
-	resps = make([]response, len(reqs))
-	collect(ctx, cn, reqs, func(i int, r response, rerr error) {
-		if rerr == nil {
+// smallReads is what the READs of receiveSmall brought back.
+type smallReads struct {
+	first []byte     // the READ of the listed size from 0: nil for EOF, or when size is 0
+	probe []byte     // the READ past the listed end: nil for EOF
+	resps []response // holding first and probe, released once they are written
+	err   error      // the first failure, by request order
+}
+
+func (g *smallReads) release() {
+	for i := range g.resps {
+		g.resps[i].release()
+	}
+}
+
+// sendSmallReads sends receiveSmall's requests and collects their replies. serr is the
+// error of a request that could not be sent.
+func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallReads, serr error) {
+	cn := f.cn
+	probe := uint32(f.c.readSize()) // the READ past the listed end: EOF, or what was added
+	wants := []uint32{uint32(size), probe}
+	// Both READs are built in one buffer: the first has gone out when the second is.
+	pkt := make([]byte, 0, readPacketLen(f.handle))
+	encs := []func(id uint32) []byte{
+		func(id uint32) []byte { return appendRead(pkt, id, f.handle, 0, uint32(size)) },
+		func(id uint32) []byte { return appendRead(pkt, id, f.handle, uint64(size), probe) },
+	}
+	slots := []*[]byte{&g.first, &g.probe}
+	if size == 0 {
+		// The probe alone: it reads from 0.
+		wants, encs, slots = wants[1:], encs[1:], slots[1:]
+	}
+	reqs, cls, serr := f.sendThenClose(ctx, cctx, encs)
+	g.resps = make([]response, len(reqs))
+	collect(ctx, cn, reqs, func(i int, r response, err error) {
+		if err == nil {
 			var d []byte
-			if d, rerr = smallData(&r, wants[i]); rerr == nil {
-				data[i], resps[i] = d, r
+			if d, err = smallData(&r, wants[i]); err == nil {
+				*slots[i], g.resps[i] = d, r
 				return
 			}
 			r.release()
-			rerr = cn.check(rerr)
 		}
-		if err == nil {
-			err = rerr
+		if g.err == nil {
+			g.err = cn.check(err)
 		}
 	})
-	return data, resps, err
+	// A read handle's CLOSE reports nothing that matters to the data (as in
+	// getFile), unless the reply itself is malformed, which fails the channel. It is
+	// waited for all the same (while cctx lasts): sent behind the READs, it is
+	// answered in their round trip by a server that runs a handle's requests in
+	// order, so the wait costs nothing there, and the handle is gone when the call
+	// returns, before any request the caller sends next, on any channel.
+	closeReply(cctx, f, cls)
+	return g, serr
 }
 
-// writeSmall writes to w what the READs of a small file listed as size bytes brought
-// (data: the READ of size, then the probe past it; the probe alone for size 0), the
-// first of them not EOF unless it is the probe alone. rest reports that the file may
-// go on past n.
-func writeSmall(w io.Writer, data [][]byte, size int64) (n int64, rest bool, err error) {
-	first := data[0]
-	if _, err := w.Write(first); err != nil {
-		return 0, false, err
+// writeTo writes to w what the READs of a file of size bytes brought, and reports
+// whether the file may go on past it.
+func (g *smallReads) writeTo(w io.Writer, size int64) (n int64, rest bool, err error) {
+	if g.first == nil && size > 0 {
+		return 0, false, nil // EOF at 0: the file was emptied since the listing
 	}
-	n = int64(len(first))
+	if len(g.first) > 0 {
+		if _, err := w.Write(g.first); err != nil {
+			return 0, false, err
+		}
+	}
+	n = int64(len(g.first))
 	switch {
-	case len(data) == 1: // an empty file: the probe read from 0
-		return n, len(first) > 0, nil
 	case n < size:
 		// Short: the file shrank, or the server caps READs below this one. Only a
 		// READ from n tells which; what the probe brought is not next to n, but is
 		// kept in the ends, which the end the engine finds must agree with.
 		return n, true, nil
-	case len(data[1]) == 0:
+	case len(g.probe) == 0:
 		return n, false, nil // EOF where the listing said
 	}
 	// The file grew since the listing: keep what the probe brought and go on.
-	m, err := w.Write(data[1])
+	m, err := w.Write(g.probe)
 	return n + int64(m), err == nil, err
 }
 
-// smallEnds is what receiveSmall's READs (data[i] nil for EOF) said about the end:
-// the first read from 0, the second, if any, from size.
-func smallEnds(data [][]byte, size int64) readEnds {
+// ends is what the READs of a file listed as size bytes said about its end: the first
+// read from 0 (none when size is 0), the probe from size.
+func (g *smallReads) ends(size int64) readEnds {
 	ends := newReadEnds()
-	for i, d := range data {
-		off := int64(i) * size
+	saw := func(off int64, d []byte) {
 		if d == nil {
 			ends.sawEOF(off)
 		} else {
 			ends.sawData(off, int64(len(d)))
 		}
 	}
+	if size > 0 {
+		saw(0, g.first)
+	}
+	saw(size, g.probe)
 	return ends
 }
 

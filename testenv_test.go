@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,7 +40,15 @@ type serverProc struct {
 	// request is on its way, where nothing else would tell them.
 	writeStarted, writeDone chan struct{}
 
-	onReply atomic.Pointer[chan error] // see stopAtNextReply
+	onReply atomic.Pointer[replyStop] // see stopAfterReplies
+	reader  *signalReader
+}
+
+// replyStop is an armed stopAfterReplies: the server stops once the client has read
+// the end of reply number at (counted from the start of the stream).
+type replyStop struct {
+	at   int
+	done chan error
 }
 
 // drainWrites forgets the tokens of earlier writes.
@@ -71,30 +80,61 @@ func (p *serverProc) stop(t testing.TB) {
 	require.NoError(t, p.stopNow())
 }
 
-// stopAtNextReply arranges for the server to be stopped as soon as the client
-// receives its next reply, before the client sees it: the server stalls right after
-// answering, say, an OPEN, so the requests that follow hang. The outcome is sent on the
-// returned channel.
-func (p *serverProc) stopAtNextReply() <-chan error {
+// stopAfterReplies arranges for the server to be stopped as soon as the client has
+// received n more whole replies, before the client sees the last of them: the server
+// stalls right after answering, say, an OPEN (and whatever was sent with it), so the
+// requests that follow hang. The outcome is sent on the returned channel. Call it
+// while no reply is due.
+func (p *serverProc) stopAfterReplies(n int) <-chan error {
 	done := make(chan error, 1)
-	p.onReply.Store(&done)
+	p.onReply.Store(&replyStop{at: int(p.reader.replies.Load()) + n, done: done})
 	return done
 }
 
-// signalReader runs the stopAtNextReply hook on the client's side of the pipe.
+// signalReader runs the stopAfterReplies hook on the client's side of the pipe. It
+// follows the packets' length fields to count the replies read.
 type signalReader struct {
 	r   io.ReadCloser
 	srv *serverProc
+
+	replies atomic.Int64 // whole packets read so far, VERSION included
+	hdr     [4]byte      // the length field being read
+	inHdr   int          // bytes of it read
+	left    uint32       // bytes of the current packet's body still to come
 }
 
 func (s *signalReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	if n > 0 {
-		if done := s.srv.onReply.Swap(nil); done != nil {
-			*done <- s.srv.stopNow()
-		}
+	s.count(p[:n])
+	if stop := s.srv.onReply.Load(); stop != nil && int(s.replies.Load()) >= stop.at && s.srv.onReply.CompareAndSwap(stop, nil) {
+		stop.done <- s.srv.stopNow()
 	}
 	return n, err
+}
+
+// count advances the packet count over b.
+func (s *signalReader) count(b []byte) {
+	for len(b) > 0 {
+		if s.left == 0 {
+			k := copy(s.hdr[s.inHdr:], b)
+			s.inHdr += k
+			b = b[k:]
+			if s.inHdr < 4 {
+				return
+			}
+			s.inHdr, s.left = 0, binary.BigEndian.Uint32(s.hdr[:])
+			if s.left == 0 {
+				s.replies.Add(1)
+			}
+			continue
+		}
+		k := min(uint32(len(b)), s.left)
+		s.left -= k
+		b = b[k:]
+		if s.left == 0 {
+			s.replies.Add(1)
+		}
+	}
 }
 
 func (s *signalReader) Close() error { return s.r.Close() }
@@ -183,7 +223,8 @@ func startServer(t testing.TB, dir string, opts []Option, args ...string) (*Clie
 
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, err := NewClientPipe(ctx, &signalReader{r: fromSrv, srv: p}, &signalWriter{w: toSrv, srv: p}, opts...)
+	p.reader = &signalReader{r: fromSrv, srv: p}
+	c, err := NewClientPipe(ctx, p.reader, &signalWriter{w: toSrv, srv: p}, opts...)
 	if err != nil {
 		toSrv.Close()
 		fromSrv.Close()

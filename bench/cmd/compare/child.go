@@ -34,6 +34,8 @@ type job struct {
 	Parallel int `json:"parallel,omitempty"`
 	// Soak, if set, makes the job a soak (soak.go) rather than a transfer.
 	Soak *soakJob `json:"soak,omitempty"`
+	// Small, if set, makes the job a small-call cell (small.go).
+	Small *smallJob `json:"small,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -62,6 +64,9 @@ func childMain(spec string) int {
 	}
 	if j.Soak != nil {
 		return soakChildMain(&j)
+	}
+	if j.Small != nil {
+		return smallChildMain(&j)
 	}
 	r := findRow(j.Row)
 	if r == nil || r.childFunc(&j) == nil {

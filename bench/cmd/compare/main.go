@@ -74,6 +74,7 @@ type config struct {
 	// summary prints one table of every table's key figures at the end (-summary).
 	summary bool
 	soak    soakOptions
+	small   smallOptions
 }
 
 // soakOptions shape the soak case (soak.go).
@@ -138,6 +139,9 @@ const (
 	// processes (NewClientPipe), with one pipe and with a pipe opener.
 	casePipe benchCase = "pipe"
 	caseSoak benchCase = "soak" // Stat latency under bulk load, soak.go; not part of "all"
+	// caseSmall is the everyday calls (Stat, ReadFile, ReadDir, …) at 1 to 64
+	// goroutines, small.go; not part of "all".
+	caseSmall benchCase = "small"
 )
 
 // allCases is every case in the order tables are printed.
@@ -165,18 +169,20 @@ const treeFileSize = 4 << 10
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
-		size     = fs.String("size", "auto", "comma-separated bytes per transfer, e.g. 64MiB or 256MiB,1GiB (a table each); auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
-		cases    = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), or all (all but soak)")
-		fixed    = fs.String("sluice-fixed", "", "comma-separated channel counts, e.g. 4,8,16,32: adds a row sluice WithChannels(n) for each (file case)")
-		rtts     = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
-		rounds   = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
-		rowsFlag = fs.String("rows", "all", "comma-separated rows: "+strings.Join(rowIDs(), ","))
-		dir      = fs.String("dir", "both", "up, down or both")
-		timeout  = fs.Duration("timeout", 3*time.Minute, "per transfer; a transfer that takes longer is killed and reported as a bound")
-		deadline = fs.Duration("deadline", 45*time.Minute, "whole run; no transfer starts after it")
-		work     = fs.String("work", "/dev/shm", "directory for the test files (tmpfs, so disks stay out of the figures)")
-		verbose  = fs.Bool("v", false, "print every transfer to stderr as it finishes")
-		cfg      = &config{}
+		size      = fs.String("size", "auto", "comma-separated bytes per transfer, e.g. 64MiB or 256MiB,1GiB (a table each); auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
+		cases     = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), small (calls/s of Stat, ReadFile, ReadDir, … against pkg/sftp), or all (all but soak and small)")
+		smallOpsF = fs.String("small-ops", "all", "small case: comma-separated calls, some of "+fmt.Sprint(smallOps)+", or all")
+		smallG    = fs.String("small-goroutines", "1,16,64", "small case: comma-separated goroutine counts sharing one client")
+		fixed     = fs.String("sluice-fixed", "", "comma-separated channel counts, e.g. 4,8,16,32: adds a row sluice WithChannels(n) for each (file case)")
+		rtts      = fs.String("rtt", "0", "comma-separated round-trip times; 0 connects directly, others go through the delay proxy (one-way = RTT/2)")
+		rounds    = fs.Int("rounds", 3, "rounds per row; each round runs every row once, in alternating order")
+		rowsFlag  = fs.String("rows", "all", "comma-separated rows: "+strings.Join(rowIDs(), ","))
+		dir       = fs.String("dir", "both", "up, down or both")
+		timeout   = fs.Duration("timeout", 3*time.Minute, "per transfer; a transfer that takes longer is killed and reported as a bound")
+		deadline  = fs.Duration("deadline", 45*time.Minute, "whole run; no transfer starts after it")
+		work      = fs.String("work", "/dev/shm", "directory for the test files (tmpfs, so disks stay out of the figures)")
+		verbose   = fs.Bool("v", false, "print every transfer to stderr as it finishes")
+		cfg       = &config{}
 	)
 	fs.IntVar(&cfg.sluice.Channels, "sluice-channels", 8, "sluice tuned: WithChannels (0 = library default)")
 	fs.IntVar(&cfg.sluice.Inflight, "sluice-inflight", 0, "sluice tuned: WithMaxInflight (0 = library default)")
@@ -191,6 +197,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.summary, "summary", false, "print one summary table (sftp(1), sluice, ratio, plain-par) at the end")
 	fs.IntVar(&cfg.soak.workers, "soak-workers", 64, "soak case: goroutines on the one Client (half Stat, half 4 MiB reads)")
 	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
+	fs.DurationVar(&cfg.small.duration, "small-time", 3*time.Second, "small case: how long each client runs each cell (call, goroutines)")
+	fs.StringVar(&cfg.small.beforeExe, "small-before", "", "small case: a build of this harness with an earlier sluice, measured as one more client (before and after in one run)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -235,6 +243,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if cfg.soak.duration < time.Second || cfg.soak.duration > 10*time.Minute {
 		return nil, fmt.Errorf("-soak-time %v: want 1s to 10m", cfg.soak.duration)
+	}
+	if err := cfg.small.parse(*smallOpsF, *smallG); err != nil {
+		return nil, err
 	}
 	cfg.tree.fileSize = treeFileSize
 	for _, s := range strings.Split(*rtts, ",") {
@@ -307,13 +318,13 @@ func parseCases(spec string) ([]benchCase, error) {
 	want := map[benchCase]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		c := benchCase(strings.TrimSpace(s))
-		if !slices.Contains(allCases, c) && c != caseSoak {
-			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak or all", s)
+		if !slices.Contains(allCases, c) && c != caseSoak && c != caseSmall {
+			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak, small or all", s)
 		}
 		want[c] = true
 	}
 	var out []benchCase
-	for _, c := range append(slices.Clone(allCases), caseSoak) {
+	for _, c := range append(slices.Clone(allCases), caseSoak, caseSmall) {
 		if want[c] {
 			out = append(out, c)
 		}

@@ -58,9 +58,9 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 
 	deadline := time.Now().Add(cfg.deadline)
 	for _, c := range cfg.cases {
-		if c == caseSoak {
+		if table := h.ownTable(c); table != nil {
 			for _, rtt := range cfg.rtts {
-				if err := h.soakTable(ctx, rtt, deadline, out, progress); err != nil {
+				if err := table(ctx, rtt, deadline, out, progress); err != nil {
 					return err
 				}
 			}
@@ -85,6 +85,18 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// ownTable is the table function of a case with rows of its own (soak, small), or
+// nil for the cases that run the registered rows.
+func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
+	switch c {
+	case caseSoak:
+		return h.soakTable
+	case caseSmall:
+		return h.smallTable
 	}
 	return nil
 }
