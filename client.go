@@ -57,6 +57,7 @@ type options struct {
 	memoryLimit  int64 // what one call may hold from server data (budget.go)
 	channels     int
 	stripeMinRTT time.Duration
+	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
 	// wrapStreams, when set, stands between each SSH channel and the Client (tests
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
@@ -457,6 +458,7 @@ func (c *Client) subsystemName() string {
 func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 	c.main = main
 	main.ids = &c.ids
+	main.stallGraceSet.Store(int64(c.opts.stallGrace))
 	c.exts = main.exts
 	c.chans.init(main)
 	lim := Limits{MaxPacket: 34000, MaxRead: defaultDataSize, MaxWrite: defaultDataSize}

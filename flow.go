@@ -1,5 +1,7 @@
 package sftp
 
+import "time"
+
 // Flow control: every number that bounds what a transfer keeps in flight lives here,
 // so the arithmetic can be read (and changed) in one place.
 //
@@ -90,3 +92,21 @@ func readLaneCap(size int) int {
 func writeLaneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }
+
+// writeStallGrace is how long a channel's Write may stay blocked after the call that
+// sent the packet gave up (its ctx ended) before the channel is given up as one whose
+// server stopped taking data (connwrite.go); it also bounds how long closing a channel
+// waits for its goroutines. It must not kill a healthy channel whose user merely
+// cancelled an upload: that Write is blocked on the channel's flow-control window,
+// behind at most a window of data (channelWindow, 2 MiB, against sshd) plus what the
+// server's pipes buffer, and the window comes back as the server writes that data and
+// the window adjustment crosses the link. stallGraceBase lets a server that takes 1
+// MiB/s (a slow disk or link; slower than that we call stalled) drain a window, and
+// 4 minimum round trips let the adjustment come back even queued behind replies. A
+// longer grace only delays the report: the call has returned at its ctx either way.
+func writeStallGrace(minRTT time.Duration) time.Duration {
+	return stallGraceBase + 4*minRTT
+}
+
+// stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
+const stallGraceBase = channelWindow / (1 << 20) * time.Second

@@ -23,10 +23,10 @@ type lane struct {
 	out     int  // requests in flight on this lane; the scheduler's alone
 	sibling bool // opened by the transfer, which closes it at the end
 
-	// Uploads give each lane its own sender goroutine (write.go), so a lane whose
-	// window is exhausted parks only its own sender inside x/crypto's Write.
-	queue  chan outgoing // WRITEs for the sender, in the order they are to go out
-	unsent atomic.Int32  // WRITEs handed to the sender and not yet written
+	// unsent counts an upload's WRITEs queued on the lane's channel and not yet
+	// written (write.go): each channel has its own writer, so a lane whose window is
+	// exhausted holds back only its own WRITEs, and maxUnsent keeps new ones off it.
+	unsent atomic.Int32
 }
 
 // lanes is the part of a transfer that knows its channels: it picks the lane for each
