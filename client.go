@@ -58,6 +58,9 @@ type options struct {
 	channels     int
 	stripeMinRTT time.Duration
 	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// beforeSiblingOpen, when set, runs before a transfer opens its file on another
+	// lane (tests swap the file there).
+	beforeSiblingOpen func(name string)
 	// wrapStreams, when set, stands between each SSH channel and the Client (tests
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
@@ -258,6 +261,10 @@ type Client struct {
 	chans      channelSet
 	ctl        controlLane // opens data channels for files (controllane.go)
 	laneMemory laneMemory  // the lane counts transfers settled on (lanerule.go)
+	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
+	// the server writes out of order and later rounds write their nonce at once
+	// (reopen.go).
+	knownReadWrite atomic.Bool
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)

@@ -22,6 +22,14 @@ func withStallGrace(d time.Duration) Option {
 	}
 }
 
+// withBeforeSiblingOpen runs hook before a transfer opens its file on another lane.
+func withBeforeSiblingOpen(hook func(name string)) Option {
+	return func(o *options) error {
+		o.beforeSiblingOpen = hook
+		return nil
+	}
+}
+
 // withStreamWrap puts wrap between each SSH channel and the Client.
 func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)) Option {
 	return func(o *options) error {

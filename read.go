@@ -251,6 +251,9 @@ func (s *readStream) onReply(r response) {
 	}
 	delete(s.reqs, r.id)
 	req.lane.out--
+	if s.unproven(req, &r) { // reopen.go
+		return
+	}
 	cn := req.lane.cn
 	if r.err != nil { // the lane's channel died
 		if s.survives(req.lane, r.err) {

@@ -54,6 +54,7 @@ type filledChunk struct {
 	err error // reading the source failed at off
 
 	untokened bool // a copy to resend that took over no place among the buffers
+	ownLane   bool // goes on the File's own lane: a chunk held for a proof (reopen.go)
 }
 
 // heldBuf is a WRITE's buffer and who still needs it. Its channel's writer does,
@@ -115,14 +116,21 @@ type writeStream struct {
 
 	firstFailure              // the failed WRITE (or the abort) at the lowest offset
 	srcFail      firstFailure // reading the source failed
+
+	// The proof that siblings are on the File's file (reopen.go): the nonce's WRITE in
+	// flight and the round it is for, and the chunk held back until the round is over.
+	nonceID  uint32
+	nonceFor *roundProof
+	heldBack *filledChunk
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
-		// Siblings open WRITE only: the caller's open already created or truncated the
-		// file, and a second TRUNC would destroy what other lanes wrote.
-		lanes: f.newLanes(window, sshfx.FlagWrite, true),
+		// Siblings open without CREAT or TRUNC: the caller's open already created or
+		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
+		// READ, for the proof that they are on the File's file (reopen.go).
+		lanes: f.newLanes(window, sshfx.FlagRead|sshfx.FlagWrite, true),
 		start: off, size: f.c.limits.MaxWrite, max: window,
 		slots:    make(chan struct{}, window),
 		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
@@ -342,10 +350,10 @@ func writePacket(buf []byte, id uint32, handle string, off int64, n int) ([]byte
 func (ws *writeStream) schedule() error {
 	filledOpen := true
 	for {
+		ws.proofIdle(filledOpen)
 		ws.dispatch()
-		// Then dispatch has sent all it may (after a refused WRITE, nothing more).
-		if !filledOpen && len(ws.reqs) == 0 && (len(ws.resend) == 0 || ws.halted) {
-			break
+		if ws.over(filledOpen) {
+			return nil
 		}
 		var in <-chan filledChunk
 		if filledOpen {
@@ -359,17 +367,29 @@ func (ws *writeStream) schedule() error {
 			}
 			ws.take(c)
 		case r := <-ws.ch:
-			if err := ws.ack(r); err != nil {
+			if err := ws.reply(r); err != nil {
 				return ws.abort(err)
 			}
 		case l := <-ws.joins:
 			ws.join(l)
+			if l == nil {
+				ws.roundOver()
+			}
+		case <-ws.wanted(): // dispatch writes the nonce
 		case <-ws.kick:
 		case <-ws.ctx.Done():
 			return ws.abort(context.Cause(ws.ctx))
 		}
 	}
-	return nil
+}
+
+// over reports whether the upload is done, once dispatch has sent all it may (after a
+// refused WRITE, nothing more): the source read, and every WRITE answered.
+func (ws *writeStream) over(filledOpen bool) bool {
+	if filledOpen || len(ws.reqs) > 0 || ws.nonceID != 0 {
+		return false
+	}
+	return ws.halted || len(ws.resend) == 0 && ws.heldBack == nil
 }
 
 // roomy returns the lane with the fewest WRITEs in flight among those that can take
@@ -427,16 +447,19 @@ func (ws *writeStream) dispatch() {
 			if !ok || c.off >= ws.end {
 				return
 			}
+			if ws.armProof(c) { // held back until the round's siblings are proven
+				ws.takeReady(c)
+				continue
+			}
 		}
-		l := ws.roomy()
+		l := ws.laneFor(c)
 		if l == nil {
 			return
 		}
 		if resend {
 			ws.resend = ws.resend[1:]
 		} else {
-			delete(ws.ready, c.off)
-			ws.nextOff += int64(c.n)
+			ws.takeReady(c)
 		}
 		held := ws.newHeld(c.buf, !c.untokened, l)
 		held.refs.Store(1)
@@ -455,6 +478,24 @@ func (ws *writeStream) dispatch() {
 			ws.stripe()
 		}
 	}
+}
+
+// takeReady takes c, the chunk at nextOff, out of ready.
+func (ws *writeStream) takeReady(c filledChunk) {
+	delete(ws.ready, c.off)
+	ws.nextOff += int64(c.n)
+}
+
+// laneFor returns the lane c goes on, or nil when none can take it now.
+func (ws *writeStream) laneFor(c filledChunk) *lane {
+	if !c.ownLane {
+		return ws.roomy()
+	}
+	own := ws.all[0]
+	if own.unsent.Load() >= maxUnsent {
+		return nil
+	}
+	return own
 }
 
 // release lets go of h for its writer or for the scheduler; the last one recycles it.
@@ -512,6 +553,15 @@ func (ws *writeStream) acquire(ctx context.Context) bool {
 func (ws *writeStream) stop() {
 	ws.halted = true
 	ws.halt()
+}
+
+// reply files a reply of the transfer: the nonce's WRITE's, or a chunk's (ack).
+func (ws *writeStream) reply(r response) error {
+	if ws.nonceID != 0 && r.id == ws.nonceID {
+		ws.nonceDone(r)
+		return nil
+	}
+	return ws.ack(r)
 }
 
 // ack files one WRITE's reply by offset. It returns an error only when the transfer
@@ -572,7 +622,7 @@ func (ws *writeStream) abort(cause error) error {
 	for len(ws.reqs) > 0 {
 		select {
 		case r := <-ws.ch:
-			ws.ack(r)
+			ws.reply(r)
 			continue
 		default:
 		}
@@ -598,10 +648,18 @@ func (ws *writeStream) cleanup() {
 		ws.f.c.dataPool.Put(c.buf)
 		delete(ws.ready, off)
 	}
-	if len(ws.reqs) > 0 {
+	if ws.heldBack != nil {
+		ws.f.c.dataPool.Put(ws.heldBack.buf)
+		ws.heldBack = nil
+	}
+	if len(ws.reqs) > 0 || ws.nonceID != 0 {
 		ids := make(map[*lane][]uint32, len(ws.all))
 		for id, req := range ws.reqs {
 			ids[req.lane] = append(ids[req.lane], id)
+		}
+		if ws.nonceID != 0 {
+			ids[ws.all[0]] = append(ids[ws.all[0]], ws.nonceID)
+			ws.nonceID = 0
 		}
 		ws.forget(ids)
 		for _, req := range ws.reqs {
