@@ -66,10 +66,52 @@ type roundProof struct {
 	ok       bool          // the nonce is in the file at off
 	off      int64
 	nonce    [nonceLen]byte
+
+	// The siblings' READs of the nonce. Once the held chunk is to go out before the
+	// round is over, no more may start, and it waits for the answers of those sent: a
+	// server may change what a READ covers (rclone's cache zeroes a range read through
+	// a read-write handle), and the data must land after that.
+	mu      sync.Mutex
+	reading int
+	closed  bool
+	drained chan struct{} // closed once closed and no READ is left
 }
 
 func newRoundProof() *roundProof {
-	return &roundProof{wanted: make(chan struct{}), ready: make(chan struct{})}
+	return &roundProof{wanted: make(chan struct{}), ready: make(chan struct{}), drained: make(chan struct{})}
+}
+
+// beginRead lets a sibling READ the nonce; false once the chunk is going out.
+func (p *roundProof) beginRead() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.reading++
+	return true
+}
+
+// endRead is a READ of the nonce answered (or given up with its channel).
+func (p *roundProof) endRead() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reading--; p.closed && p.reading == 0 {
+		close(p.drained)
+	}
+}
+
+// closeReads lets no more READs of the nonce start, and reports whether none is left.
+func (p *roundProof) closeReads() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		if p.reading == 0 {
+			close(p.drained)
+		}
+	}
+	return p.reading == 0
 }
 
 // want asks the scheduler for the nonce; any goroutine, any number of times.
@@ -139,12 +181,15 @@ func proveWritten(ctx context.Context, l *lane, p *roundProof) bool {
 	case <-ctx.Done():
 		return false
 	}
-	if !p.ok {
+	if !p.ok || !p.beginRead() {
 		return false
 	}
 	r, err := l.cn.roundTrip(ctx, func(id uint32) []byte {
 		return appendRead(nil, id, l.handle, uint64(p.off), nonceLen)
 	})
+	// An abandoned READ (ctx: the transfer is over) was answered or will be before the
+	// CLOSE that follows on the channel; nothing of the transfer waits any more.
+	p.endRead()
 	if err != nil {
 		return false
 	}
@@ -324,20 +369,38 @@ func (ws *writeStream) releaseHeld() {
 		return
 	}
 	c := *ws.heldBack
-	ws.heldBack = nil
+	ws.heldBack, ws.heldFor = nil, nil
 	c.ownLane = true
 	ws.resend = append([]filledChunk{c}, ws.resend...)
 }
 
 // proofIdle settles what the proof waits for when the transfer has nothing else to
 // send: an unarmed proof that no chunk will arm, a held chunk that would otherwise
-// hold the transfer's end until the round is over.
+// hold the transfer's end until the round is over. The chunk goes once no sibling's
+// READ of the nonce is left unanswered (readsDrained wakes the scheduler for it).
 func (ws *writeStream) proofIdle(filledOpen bool) {
 	if filledOpen || len(ws.ready) > 0 || len(ws.resend) > 0 || len(ws.reqs) > 0 {
 		return
 	}
-	if p := ws.proof; p != nil && p != ws.nonceFor {
+	p := ws.proof
+	if p != nil && p != ws.nonceFor {
 		p.settle(false)
 	}
-	ws.releaseHeld()
+	if ws.heldBack == nil {
+		return
+	}
+	if p == nil || p.closeReads() {
+		ws.releaseHeld()
+	} else {
+		ws.heldFor = p
+	}
+}
+
+// readsDrained is the channel closed once the siblings' READs of the nonce the held
+// chunk waits for are answered; nil when it waits for none.
+func (ws *writeStream) readsDrained() <-chan struct{} {
+	if ws.heldFor == nil {
+		return nil
+	}
+	return ws.heldFor.drained
 }

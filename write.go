@@ -122,6 +122,7 @@ type writeStream struct {
 	nonceID  uint32
 	nonceFor *roundProof
 	heldBack *filledChunk
+	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
@@ -376,6 +377,8 @@ func (ws *writeStream) schedule() error {
 				ws.roundOver()
 			}
 		case <-ws.wanted(): // dispatch writes the nonce
+		case <-ws.readsDrained():
+			ws.releaseHeld()
 		case <-ws.kick:
 		case <-ws.ctx.Done():
 			return ws.abort(context.Cause(ws.ctx))
