@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -206,66 +204,3 @@ func TestStripedUploadCutMidRoundKeepsTheNonceOut(t *testing.T) {
 	require.Zero(t, n, "bytes reported written past the nonce's place")
 }
 
-// rclone's server cannot show a sibling what another handle wrote (no read back on a
-// read-write handle; with its write cache, STATUS OK and the range zeroed), so its
-// uploads do not stripe, and they still come out whole: no chunk held back reaches a
-// server that writes only in order, and the data lands after the READ that zeroes.
-func TestStripedUploadToRclone(t *testing.T) {
-	for _, mode := range []string{"off", "writes"} {
-		t.Run(mode, func(t *testing.T) {
-			dir := serverDir(t)
-			var mu sync.Mutex
-			var procs []*exec.Cmd
-			open := func(context.Context) (io.Reader, io.WriteCloser, error) {
-				cmd := rcloneCommand(t, dir)
-				cmd.Args = append(cmd.Args[:len(cmd.Args)-1], "--vfs-cache-mode", mode, dir)
-				w, err := cmd.StdinPipe()
-				if err != nil {
-					return nil, nil, err
-				}
-				r, err := cmd.StdoutPipe()
-				if err != nil {
-					return nil, nil, err
-				}
-				if err := cmd.Start(); err != nil {
-					return nil, nil, err
-				}
-				mu.Lock()
-				procs = append(procs, cmd)
-				mu.Unlock()
-				return r, w, nil
-			}
-			t.Cleanup(func() { // after the Client's Close: each server sees its input end
-				mu.Lock()
-				defer mu.Unlock()
-				for _, cmd := range procs {
-					done := make(chan struct{})
-					go func() { _ = cmd.Wait(); close(done) }()
-					select {
-					case <-done:
-					case <-time.After(testTimeout):
-						_ = cmd.Process.Kill()
-						<-done
-					}
-				}
-			})
-			ctx := testCtx(t)
-			r, w, err := open(ctx)
-			require.NoError(t, err)
-			c, err := NewClientPipe(ctx, r, w, WithPipeOpener(open), WithChannels(4), withStripeMinRTT(0))
-			require.NoError(t, err)
-			pinLanes(c, 4)
-			t.Cleanup(func() { c.Close() })
-			data := randBytes(stripeSize, 63)
-			f, err := c.Create(ctx, "/up")
-			require.NoError(t, err)
-			var n int64
-			within(t, func() { n, err = f.ReadFrom(bytes.NewReader(data)) })
-			require.NoError(t, err)
-			require.Equal(t, int64(len(data)), n)
-			require.NoError(t, f.Close())
-			requireSameBytes(t, data, readLocal(t, filepath.Join(dir, "up")))
-			require.False(t, c.knownReadWrite.Load(), "a sibling was proven on rclone")
-		})
-	}
-}
