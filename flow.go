@@ -11,7 +11,7 @@ import "time"
 //   - A lane's cap (readLaneCap, writeLaneCap) is how many of those one SSH channel
 //     carries at once: about what its flow-control window holds. More would only
 //     queue at the server (reads) or inside x/crypto's Write (writes).
-//   - maxUnsent is how many WRITEs a lane's sender may have waiting to go out. A lane
+//   - maxUnsent is how many WRITEs a lane may have queued on its channel's writer. A lane
 //     whose window the server refills slowly (dropbear grants 24 KiB) keeps its
 //     packets unsent, and new ones go to the other lanes: that is how the lanes
 //     adapt to the window each server really grants, which x/crypto does not expose.
@@ -27,9 +27,10 @@ const stripeMin = 8 << 20
 // write side does not rely on this figure for them, see maxUnsent.
 const channelWindow = 2 << 20
 
-// maxUnsent is how many WRITEs a lane's sender may hold that it has not yet written:
-// the one x/crypto is sending and one ready behind it, so the sender never waits for
-// the scheduler, while a lane parked on an exhausted window takes no more.
+// maxUnsent is how many WRITEs of an upload may be queued on a lane's channel and not
+// yet written: the one x/crypto is sending and one ready behind it, so the channel's
+// writer never waits for the scheduler, while a lane parked on an exhausted window
+// takes no more.
 const maxUnsent = 2
 
 // windowBudget bounds, in bytes, the window of a striped transfer. What a download
@@ -87,8 +88,8 @@ func readLaneCap(size int) int {
 
 // writeLaneCap is how many WRITEs of size one lane may have in flight when there are
 // several: what fits in sshd's channel window, less room for the small requests of
-// other users of the channel. Against a server with a smaller window the lane's
-// sender parks in x/crypto's Write and maxUnsent stops feeding it.
+// other users of the channel. Against a server with a smaller window the channel's
+// writer parks in x/crypto's Write and maxUnsent stops feeding it.
 func writeLaneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }

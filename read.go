@@ -20,8 +20,8 @@ import (
 //     workers that write each piece at its offset the moment it arrives (no reorder,
 //     no head-of-line blocking).
 //
-// READs are sent from the stream's goroutine: a READ is some 50 bytes, so it cannot
-// park on a channel window the way a WRITE can (write.go gives each lane a sender).
+// READs are queued from the stream's goroutine for each channel's writer (connwrite.go),
+// which sends consecutive ones in one Write.
 //
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is

@@ -39,7 +39,7 @@ import (
 const dataOff = packetSlack
 
 // readAtWorkers is how many goroutines read a sized source in parallel. Reading a
-// chunk costs a fraction of encrypting it, so two keep a sender fed even while one
+// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
 // waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
 // two cores this is measured on.
 const readAtWorkers = 2
