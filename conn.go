@@ -542,8 +542,26 @@ func (c *conn) fail(cause error) {
 		}
 		close(c.done)
 		c.mu.Unlock()
-		c.closer()
+		c.closeTransport()
 	})
+}
+
+// closeTransport runs closer, waiting for it at most the stall grace. Closing an SSH
+// session sends CHANNEL_CLOSE, which waits for the channel's write lock, and a writer
+// blocked on a stalled TCP connection holds it; a pipe's Close may block likewise. The
+// closer then finishes when the connection does.
+func (c *conn) closeTransport() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.closer()
+	}()
+	limit := time.NewTimer(c.stallGrace())
+	defer limit.Stop()
+	select {
+	case <-done:
+	case <-limit.C:
+	}
 }
 
 // check is where a call that met a reply breaking the protocol ends the channel. It

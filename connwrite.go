@@ -97,7 +97,19 @@ type wqueue struct {
 func (q *wqueue) reset() {
 	clear(q.entries) // drop the references to callers' packets
 	q.entries, q.arena = q.entries[:0], q.arena[:0]
+	// A burst (a tree's thousands of small requests) must not leave a large queue
+	// behind for the life of the channel.
+	if cap(q.entries) > maxKeptEntries {
+		q.entries = nil
+	}
+	if cap(q.arena) > maxKeptEntries*64 {
+		q.arena = nil
+	}
 }
+
+// maxKeptEntries is how many queue entries (and 64 times that in bytes of copied
+// packets) a queue keeps between bursts: a window of requests and then some.
+const maxKeptEntries = 1024
 
 // at returns the entry of seq, or nil when q does not hold it.
 func (q *wqueue) at(seq uint64) *wentry {
