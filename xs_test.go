@@ -411,6 +411,9 @@ func xsUploaded(want []byte, chunk int, spans ...int) xsOutcome[xsMoved] {
 // trips make the client stripe on loopback.
 func withoutNonces(sizes, want []int) []int {
 	extra := countOf(sizes, nonceLen) - countOf(want, nonceLen)
+	if extra <= 0 {
+		return sizes
+	}
 	out := make([]int, 0, len(sizes))
 	for _, n := range sizes {
 		if n == nonceLen && extra > 0 {
