@@ -87,7 +87,7 @@ type conn struct {
 	pending map[uint32]waiter // guarded by mu; nil once failed
 	ws      writeState        // guarded by mu: the writer's queue (connwrite.go)
 
-	bg         sync.WaitGroup // closeOrphan goroutines started by the reader
+	bg         sync.WaitGroup // goroutines started by background (waitWithin)
 	done       chan struct{}  // closed by fail
 	err        error          // set before done is closed; read only after <-done
 	failOnce   sync.Once
@@ -175,8 +175,9 @@ func makeConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPo
 // startConn is newConn without the wait for VERSION, for a lane of a server whose
 // first channel has already shown that it speaks SFTP: INIT is queued first, so
 // requests the caller sends at once go out behind it, and the server, which handles
-// a channel's packets in order, answers INIT before them. The reader takes VERSION before any reply; if it never comes, or is
-// malformed, the conn fails and so does every request sent on it. Setting up a lane
+// a channel's packets in order, answers INIT before them. The reader takes VERSION
+// before any reply; if it never comes, or is malformed, the conn fails and so does
+// every request sent on it. Setting up a lane
 // then costs one round trip less, and the lane's first request rides along with INIT.
 // versioned receives, once, nil when VERSION has arrived or the error that failed the
 // conn before it.

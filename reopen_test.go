@@ -203,4 +203,3 @@ func TestStripedUploadCutMidRoundKeepsTheNonceOut(t *testing.T) {
 	require.Error(t, err)
 	require.Zero(t, n, "bytes reported written past the nonce's place")
 }
-
