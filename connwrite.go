@@ -209,8 +209,9 @@ func (c *conn) queueRaw(pkt []byte) bool {
 // packet in one Write of its own.
 func (c *conn) writeLoop() {
 	defer close(c.ws.writerDone)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for {
-		c.mu.Lock()
 		for len(c.ws.queued.entries) == 0 && c.pending != nil {
 			c.ws.idle = true
 			c.mu.Unlock()
@@ -223,26 +224,23 @@ func (c *conn) writeLoop() {
 		}
 		if c.pending == nil {
 			c.releaseQueuedLocked()
-			c.mu.Unlock()
 			return
 		}
 		c.ws.batch, c.ws.queued = c.ws.queued, c.ws.batch
-		c.mu.Unlock()
-		if !c.writeBatch() {
+		if !c.writeBatchLocked() {
 			return
 		}
 	}
 }
 
-// writeBatch writes the batch the writer took. It reports false once the conn has
-// failed, after letting go of what it did not write.
-func (c *conn) writeBatch() bool {
+// writeBatchLocked writes the batch the writer took; mu is held on entry and on
+// return, and let go during each Write. It reports false once the conn has failed,
+// after letting go of what it did not write.
+func (c *conn) writeBatchLocked() bool {
 	b := &c.ws.batch
 	for i := 0; ; {
-		c.mu.Lock()
 		if c.pending == nil {
 			c.releaseQueuedLocked()
-			c.mu.Unlock()
 			return false
 		}
 		for i < len(b.entries) && b.entries[i].gone {
@@ -250,7 +248,6 @@ func (c *conn) writeBatch() bool {
 		}
 		if i == len(b.entries) {
 			b.reset()
-			c.mu.Unlock()
 			return true
 		}
 		j := i // the run is entries[i..j]
@@ -273,13 +270,12 @@ func (c *conn) writeBatch() bool {
 				e.ref.writeDone()
 			}
 		}
-		c.mu.Lock()
-		c.ws.written = c.ws.started
-		c.mu.Unlock()
 		if err != nil {
 			// fail delivers the error to every request waiting for a reply.
 			c.fail(fmt.Errorf("write: %w", err))
 		}
+		c.mu.Lock()
+		c.ws.written = c.ws.started
 		i = j + 1
 	}
 }
