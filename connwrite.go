@@ -42,6 +42,14 @@ import (
 // went out), never earlier. A buffer a stuck Write still reads is thus never reused,
 // whatever the call that sent it did since.
 //
+// Why one writer per channel, rather than a goroutine per call that may be left
+// behind: the writer keeps the channel's order for free (INIT before a lane's first
+// OPEN, a handle's requests before its CLOSE: File.hmu relies on it), allocates
+// nothing per packet, batches small packets, and is what an upload's lanes need
+// anyway: each channel's writer parks alone on its exhausted window, so the
+// scheduler needs no sender goroutine per lane. The cost is one goroutine hand-off
+// per batch, which measured within noise (BenchmarkStat, BenchmarkTestServerStat).
+//
 // The queue is two slices swapped between the senders and the writer, each with an
 // arena for the copied packets: once they have grown to the traffic, queuing
 // allocates nothing.
