@@ -38,6 +38,11 @@ func swapOnce(t *testing.T, name, target string) func(string) {
 	}
 }
 
+// awaitOpens waits until the server has logged n opens of name.
+func (e *stripeEnv) awaitOpens(t *testing.T, name string, n int) error {
+	return pollHandles(func(string) int { return e.opened(t, name) }, name, n)
+}
+
 // A striped upload whose file is swapped for a link to another file before its
 // siblings open writes nothing through the link: every sibling reads the target
 // instead of the nonce and is closed; the upload completes on its own lane, into the
@@ -49,7 +54,9 @@ func TestStripedUploadRefusesASwappedFile(t *testing.T) {
 	name := e.file(t, "up", nil)
 	c, _ := e.client(t, "", WithChannels(4), withBeforeSiblingOpen(swapOnce(t, name, victim)))
 	data := randBytes(stripeSize, 41)
-	f, n, err := upload(t, c, name, data, true, 0, nil)
+	// After the first MiB the source waits until the three siblings have opened (the
+	// server logs each open before it answers): most of the upload is still to go.
+	f, n, err := upload(t, c, name, data, true, 1<<20, func() error { return e.awaitOpens(t, name, 4) })
 	require.NoError(t, err)
 	require.Equal(t, int64(len(data)), n)
 	closeFile(t, f)
@@ -80,7 +87,9 @@ func TestStripedDownloadRefusesASwappedFile(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	require.NoError(t, os.Chtimes(decoy, old, old))
 	c, _ := e.client(t, "", WithChannels(4), withBeforeSiblingOpen(swapOnce(t, name, decoy)))
-	f, got, err := download(t, c, name, 1, nil)
+	// After the first byte the download waits until the three siblings hold the decoy
+	// open and have joined: the rest is read over all four lanes.
+	f, got, err := download(t, c, name, 1, func() error { return e.awaitLanes(c, decoy, 3) })
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
 	closeFile(t, f)
