@@ -3,8 +3,9 @@ package sftp
 // Done returns a channel that is closed when the Client's main SFTP channel has
 // ended: the server closed it or exited, the SSH connection dropped, the server broke
 // the protocol, the server stopped taking data (a request stayed stuck in the SSH
-// channel's Write after a call waiting on it gave up), or Close was called. It lets a program learn that the connection died
-// without making a call, for example to reconnect at once:
+// channel's Write after a call waiting on it gave up), or Close was called. It lets a
+// program learn that the connection died without making a call, for example to
+// reconnect at once:
 //
 //	for {
 //		c, err := connect(ctx) // ssh.Dial + sftp.NewClient
