@@ -57,6 +57,10 @@ type options struct {
 	memoryLimit  int64 // what one call may hold from server data (budget.go)
 	channels     int
 	stripeMinRTT time.Duration
+	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// beforeSiblingOpen, when set, runs before a transfer opens its file on another
+	// lane (tests swap the file there).
+	beforeSiblingOpen func(name string)
 	// wrapStreams, when set, stands between each SSH channel and the Client (tests
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
@@ -259,6 +263,10 @@ type Client struct {
 	chans      channelSet
 	ctl        controlLane // opens data channels for files (controllane.go)
 	laneMemory laneMemory  // the lane counts transfers settled on (lanerule.go)
+	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
+	// the server writes out of order and later rounds write their nonce at once
+	// (reopen.go).
+	knownReadWrite atomic.Bool
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -459,6 +467,7 @@ func (c *Client) subsystemName() string {
 func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 	c.main = main
 	main.ids = &c.ids
+	main.stallGraceSet.Store(int64(c.opts.stallGrace))
 	c.exts = main.exts
 	c.chans.init(main)
 	lim := Limits{MaxPacket: 34000, MaxRead: defaultDataSize, MaxWrite: defaultDataSize}

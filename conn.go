@@ -44,17 +44,18 @@ func (r *response) release() {
 //   - a nil channel in pending marks a request whose waiter gave up: its late reply is
 //     dropped. A reply whose id is not in pending at all was never asked for, and is a
 //     protocol error;
-//   - packets are written whole while holding wsem, so concurrent senders never
-//     interleave; a request is entered in pending under wsem too, just before its
-//     write, so one that never went out is never waited for. Waiting for wsem honours
-//     ctx; a write already under way cannot be interrupted (x/crypto's channel Write
-//     takes no context) and ends only when the peer drains it or the conn is closed;
+//   - exactly one goroutine (writeLoop, connwrite.go) writes to w, whole packets in
+//     the order they were queued; a request enters pending under mu as its packet is
+//     queued, and leaves it again if its waiter gives up before the writer started it,
+//     so one that never went out is never waited for. No call waits for the writer: a
+//     Write blocked by a server that stopped taking data holds no caller past its ctx,
+//     and if it stays blocked a grace period after its call gave up, the conn fails;
 //   - fail runs once: it sets err, delivers a response carrying err to every pending
 //     channel (each has room, by the rule above), closes done, then closes the
 //     transport. So a waiter that collects replies from several conns on one channel
 //     learns of any of them dying without selecting on each done.
 //
-// Lock order: wsem before mu.
+// Lock order: mu is the innermost lock.
 type conn struct {
 	r      io.Reader
 	w      io.Writer
@@ -79,16 +80,26 @@ type conn struct {
 	// replies from several channels on one Go channel. Set before the first request.
 	ids    *atomic.Uint32
 	ownIDs atomic.Uint32
-	wsem   chan struct{} // capacity 1: the right to write; see the invariants
+	// stallGraceSet, when not 0, replaces writeStallGrace (tests).
+	stallGraceSet atomic.Int64
 
 	mu      sync.Mutex
-	pending map[uint32]chan<- response // guarded by mu; nil once failed
+	pending map[uint32]waiter // guarded by mu; nil once failed
+	ws      writeState        // guarded by mu: the writer's queue (connwrite.go)
 
-	bg         sync.WaitGroup // closeOrphan goroutines started by the reader
+	bg         sync.WaitGroup // goroutines started by background (waitWithin)
 	done       chan struct{}  // closed by fail
 	err        error          // set before done is closed; read only after <-done
 	failOnce   sync.Once
 	readerDone chan struct{}
+}
+
+// waiter is a request waiting for its reply: the channel the reply goes to (nil once
+// the waiter gave up: the reply is dropped) and the seq of its packet in the write
+// queue.
+type waiter struct {
+	ch  chan<- response
+	seq uint64
 }
 
 const (
@@ -114,8 +125,9 @@ var (
 	errServerClosed = errors.New("server closed the connection")
 )
 
-// newConn does INIT/VERSION on the transport and starts the reader. On error the
-// transport is closed.
+// newConn does INIT/VERSION on the transport and starts the reader and the writer.
+// ctx bounds it all, the write of INIT included: a peer that never reads cannot hold
+// it. On error the transport is closed.
 func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) (*conn, error) {
 	c := makeConn(r, w, closer, waitRd, dataPool)
 	if err := ctx.Err(); err != nil {
@@ -125,23 +137,23 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 	versionc := make(chan error, 1)
 	sent := time.Now()
 	go c.readLoop(versionc)
-	if err := c.write(ctx, appendInit(nil)); err != nil {
-		c.fail(fmt.Errorf("sending INIT: %w", err))
-		<-versionc
-		c.waitReader()
-		return nil, c.err
-	}
+	c.startWriter()
+	c.queueRaw(appendInit(nil))
 	select {
 	case err := <-versionc:
 		if err != nil {
-			c.waitReader()
+			c.shutdown(err)
 			return nil, err
 		}
 		c.sawRTT(time.Since(sent))
 		return c, nil
+	case <-c.done: // INIT could not be written; the reader may not learn of it
+		c.shutdown(nil)
+		return nil, c.err
 	case <-ctx.Done():
+		// Closing the transport ends the reader and the writer where it can; the call
+		// returns now either way.
 		c.fail(fmt.Errorf("init: %w", ctx.Err()))
-		c.waitReader()
 		return nil, fmt.Errorf("sftp: init: %w", ctx.Err())
 	}
 }
@@ -150,8 +162,7 @@ func makeConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPo
 	c := &conn{
 		r: r, w: w, closer: closer, waitRd: waitRd,
 		dataPool:   dataPool,
-		pending:    make(map[uint32]chan<- response),
-		wsem:       make(chan struct{}, 1),
+		pending:    make(map[uint32]waiter),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
@@ -162,50 +173,22 @@ func makeConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPo
 }
 
 // startConn is newConn without the wait for VERSION, for a lane of a server whose
-// first channel has already shown that it speaks SFTP: INIT goes out first (it holds
-// the right to write until it is written), so requests the caller sends at once queue
-// behind it, and the server, which handles a channel's packets in order, answers INIT
-// before them. The reader takes VERSION before any reply; if it never comes, or is
-// malformed, the conn fails and so does every request sent on it. Setting up a lane
+// first channel has already shown that it speaks SFTP: INIT is queued first, so
+// requests the caller sends at once go out behind it, and the server, which handles
+// a channel's packets in order, answers INIT before them. The reader takes VERSION
+// before any reply; if it never comes, or is malformed, the conn fails and so does
+// every request sent on it. Setting up a lane
 // then costs one round trip less, and the lane's first request rides along with INIT.
 // versioned receives, once, nil when VERSION has arrived or the error that failed the
 // conn before it.
 func startConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) (c *conn, versioned <-chan error) {
 	c = makeConn(r, w, closer, waitRd, dataPool)
-	c.wsem <- struct{}{} // a fresh conn: nobody else can hold it
 	versionc := make(chan error, 1)
 	go c.readLoop(versionc)
-	c.background(func() {
-		defer c.release()
-		if _, err := c.w.Write(appendInit(nil)); err != nil {
-			c.fail(fmt.Errorf("sending INIT: %w", err))
-		}
-	})
+	c.startWriter()
+	c.queueRaw(appendInit(nil))
 	return c, versionc
 }
-
-// write writes one whole packet, waiting its turn no longer than ctx allows.
-func (c *conn) write(ctx context.Context, pkt []byte) error {
-	if err := c.acquire(ctx); err != nil {
-		return err
-	}
-	defer c.release()
-	_, err := c.w.Write(pkt)
-	return err
-}
-
-func (c *conn) acquire(ctx context.Context) error {
-	select {
-	case c.wsem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sftp: %w", ctx.Err())
-	case <-c.done:
-		return c.err
-	}
-}
-
-func (c *conn) release() { <-c.wsem }
 
 // readLoop is the only reader of c.r. It first reads VERSION and reports the outcome on
 // versionc, then dispatches replies until the transport fails.
@@ -309,12 +292,13 @@ func (c *conn) getBuf(n int) ([]byte, *[]byte, *sync.Pool) {
 // for, which fails the connection.
 func (c *conn) dispatch(resp response) bool {
 	c.mu.Lock()
-	ch, ok := c.pending[resp.id]
+	w, ok := c.pending[resp.id]
 	if ok {
 		delete(c.pending, resp.id)
 	}
 	failed := c.pending == nil
 	c.mu.Unlock()
+	ch := w.ch
 	switch {
 	case failed:
 		resp.release()
@@ -343,13 +327,11 @@ func (c *conn) dispatch(resp response) bool {
 	return true
 }
 
-// closeOrphanLater closes an orphaned handle from a goroutine that close waits for:
-// neither the reader nor a caller giving up on ctx may wait for a write (a full window
-// would stall them). Once the session is over there is nothing to do: the server
-// forgets its handles with it.
-func (c *conn) closeOrphanLater(h string) {
-	c.background(func() { c.closeOrphan(h) })
-}
+// closeOrphanLater closes an orphaned handle without waiting for anything: the CLOSE
+// is queued for the writer (neither the reader nor a caller giving up on ctx may wait
+// for a write, which a full window would stall), and its reply is dropped. Once the
+// session is over there is nothing to do: the server forgets its handles with it.
+func (c *conn) closeOrphanLater(h string) { c.closeOrphan(h) }
 
 // background runs fn on a goroutine that close waits for, and reports whether it did:
 // not once the conn has failed. fn must end once the conn fails. The goroutine is
@@ -381,26 +363,34 @@ func (c *conn) closeOrphan(h string) {
 // newID returns a fresh request id.
 func (c *conn) newID() uint32 { return c.ids.Add(1) }
 
-// send registers ch for id and writes pkt. ch must have room for the reply; a nil ch
-// means nobody waits and the reply is dropped. An error means the request did not go
-// out (nothing will arrive on ch for it), or the conn failed while writing it.
+// send registers ch for id and queues pkt for the writer; it never waits. ch must
+// have room for the reply; a nil ch means nobody waits and the reply is dropped. An
+// error means the request did not go out (ctx had ended, or the conn is dead) and
+// nothing will arrive on ch for it; after nil, the reply or the conn's failure will.
+// pkt is copied when it is short (copyMax); a longer one is written from the
+// caller's buffer, which must then not be reused: see sendRef.
 func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- response) error {
-	if err := c.acquire(ctx); err != nil {
-		return err
+	return c.sendRef(ctx, id, pkt, ch, nil)
+}
+
+// sendRef is send for a packet whose buffer the caller will reuse: ref (if not nil)
+// is told once when nothing will read the buffer any more, on every path, an error
+// returned by sendRef included.
+func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
+	if err := ctx.Err(); err != nil {
+		tell(ref)
+		return fmt.Errorf("sftp: %w", err)
 	}
-	defer c.release()
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
-		<-c.done
+		tell(ref)
 		return c.err
 	}
-	c.pending[id] = ch
+	c.pending[id] = waiter{ch: ch, seq: c.queueLocked(pkt, ref)}
+	wake := c.ws.idle
 	c.mu.Unlock()
-	if _, err := c.w.Write(pkt); err != nil {
-		// fail delivers the error reply to ch: the caller learns of it there.
-		c.fail(fmt.Errorf("write: %w", err))
-	}
+	c.wakeWriter(wake)
 	return nil
 }
 
@@ -440,8 +430,12 @@ func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r 
 // release its buffer. Either way a HANDLE that comes back is closed (closeOrphan).
 func (c *conn) abandon(id uint32, ch <-chan response) {
 	c.mu.Lock()
-	if _, ok := c.pending[id]; ok {
-		c.pending[id] = nil
+	if w, ok := c.pending[id]; ok {
+		if c.giveUpLocked(w.seq) {
+			delete(c.pending, id) // it never went out: no reply will come
+		} else {
+			c.pending[id] = waiter{seq: w.seq}
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -460,10 +454,11 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	}
 }
 
-// forget abandons requests: those still pending are marked so the reader drops their
-// replies. It returns how many of them the reader had already taken out of pending:
-// those replies are on their way to their channel (the reader sends right after), and
-// the caller must drain that many to recycle their buffers.
+// forget abandons requests: those the writer has not started are withdrawn, the
+// others marked so the reader drops their replies. It returns how many of them the
+// reader had already taken out of pending: those replies are on their way to their
+// channel (the reader sends right after), and the caller must drain that many to
+// recycle their buffers.
 func (c *conn) forget(ids []uint32) (inTransit int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -471,10 +466,14 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 		return 0 // failed: the error replies were delivered already
 	}
 	for _, id := range ids {
-		if _, ok := c.pending[id]; ok {
-			c.pending[id] = nil
-		} else {
+		w, ok := c.pending[id]
+		switch {
+		case !ok:
 			inTransit++
+		case c.giveUpLocked(w.seq):
+			delete(c.pending, id)
+		default:
+			c.pending[id] = waiter{seq: w.seq}
 		}
 	}
 	return inTransit
@@ -537,15 +536,33 @@ func (c *conn) fail(cause error) {
 		pending := c.pending
 		c.pending = nil
 		c.err = &closedError{cause: cause}
-		for id, ch := range pending {
-			if ch != nil {
-				ch <- response{id: id, err: c.err}
+		for id, w := range pending {
+			if w.ch != nil {
+				w.ch <- response{id: id, err: c.err}
 			}
 		}
 		close(c.done)
 		c.mu.Unlock()
-		c.closer()
+		c.closeTransport()
 	})
+}
+
+// closeTransport runs closer, waiting for it at most the stall grace. Closing an SSH
+// session sends CHANNEL_CLOSE, which waits for the channel's write lock, and a writer
+// blocked on a stalled TCP connection holds it; a pipe's Close may block likewise. The
+// closer then finishes when the connection does.
+func (c *conn) closeTransport() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.closer()
+	}()
+	limit := time.NewTimer(c.stallGrace())
+	defer limit.Stop()
+	select {
+	case <-done:
+	case <-limit.C:
+	}
 }
 
 // check is where a call that met a reply breaking the protocol ends the channel. It
@@ -569,17 +586,45 @@ func (c *conn) check(err error) error {
 	return &closedError{cause: err}
 }
 
-func (c *conn) waitReader() {
-	if c.waitRd {
-		<-c.readerDone
+// close shuts the connection down and waits for its goroutines, within limits (see
+// shutdown).
+func (c *conn) close() { c.shutdown(errClientClosed) }
+
+// shutdown fails the connection with cause, closing the transport, and waits for its
+// reader (when closing the transport ends its Read, waitRd), its writer and the
+// goroutines it started. A transport whose server does not answer may keep the reader
+// or the writer blocked: x/crypto's channel Write and Read end only when the server's
+// CLOSE arrives or the SSH connection closes, and OpenSSH's sshd answers CLOSE only
+// once it has handed the server process what it buffered for it, which a server that
+// stopped reading never takes. So shutdown waits for them at most the stall grace
+// (one round trip and a process exit are what a healthy server needs), and not at all
+// for a conn given up on a stalled Write: they then end with the transport (for
+// NewClient, when the caller closes the ssh.Client), holding nothing of the Client.
+func (c *conn) shutdown(cause error) {
+	c.fail(cause)
+	c.stopStallWatch()
+	if !c.givenUp() {
+		c.waitTransport()
 	}
+	c.bg.Wait() // they end once the conn has failed
 }
 
-// close shuts the connection down and waits for the reader, so no goroutine outlives it.
-func (c *conn) close() {
-	c.fail(errClientClosed)
-	c.waitReader()
-	c.bg.Wait()
+// waitTransport waits for the reader (if closing the transport ends it) and the
+// writer, at most the stall grace.
+func (c *conn) waitTransport() {
+	limit := time.NewTimer(c.stallGrace())
+	defer limit.Stop()
+	if c.waitRd {
+		select {
+		case <-c.readerDone:
+		case <-limit.C:
+			return
+		}
+	}
+	select {
+	case <-c.ws.writerDone:
+	case <-limit.C:
+	}
 }
 
 // failed reports the error that killed the connection, or nil.

@@ -423,12 +423,26 @@ func TestConnForgetRacingReplies(t *testing.T) {
 	c := mustPipeConn(t, func(p *scriptPeer) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		for range rounds {
-			reqs := p.readN(n, sshfx.TypeRead)
-			rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
-			for _, req := range reqs {
-				p.write(dataReply(req.id, "data"))
+			// forget withdraws the READs the writer has not started, so how many
+			// arrive is not known: each is answered at once or held back, in a
+			// random order, until the marker comes.
+			var held []rawPacket
+			for p.err == nil {
+				req := p.read()
+				if req.typ != sshfx.TypeRead {
+					rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+					for _, r := range held {
+						p.write(dataReply(r.id, "data"))
+					}
+					p.echo([]rawPacket{req})
+					break
+				}
+				if rng.IntN(2) == 0 {
+					p.write(dataReply(req.id, "data"))
+				} else {
+					held = append(held, req)
+				}
 			}
-			p.echo([]rawPacket{p.read()})
 		}
 		p.expectEOF()
 	})

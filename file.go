@@ -222,14 +222,20 @@ func (f *File) Close() error {
 // the file is closed; see hmu. ctx is f.ctx or derived from it, so Close ends the wait
 // for a turn to write.
 func (f *File) send(ctx context.Context, cn *conn, id uint32, pkt []byte, ch chan<- response) error {
+	return f.sendRef(ctx, cn, id, pkt, ch, nil)
+}
+
+// sendRef is send with conn.sendRef's packetRef, for a packet in a buffer the caller
+// reuses.
+func (f *File) sendRef(ctx context.Context, cn *conn, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
 	f.hmu.RLock()
 	defer f.hmu.RUnlock()
-	// A File whose life has ended (closed, or past its deadline) sends nothing: cn.send
-	// would otherwise pick at random between a free channel and the ended ctx.
+	// A File whose life has ended (closed, or past its deadline) sends nothing.
 	if f.closed || f.ctx.Err() != nil {
+		tell(ref)
 		return errFileClosed
 	}
-	if err := cn.send(ctx, id, pkt, ch); err != nil {
+	if err := cn.sendRef(ctx, id, pkt, ch, ref); err != nil {
 		if f.ctx.Err() != nil {
 			return errFileClosed
 		}
@@ -241,9 +247,14 @@ func (f *File) send(ctx context.Context, cn *conn, id uint32, pkt []byte, ch cha
 // call sends a request about this file and waits for the reply, bounded by the
 // file's life.
 func (f *File) call(enc func(id uint32) []byte) (response, error) {
+	return f.callRef(enc, nil)
+}
+
+// callRef is call for a packet in a buffer the caller reuses: see conn.sendRef.
+func (f *File) callRef(enc func(id uint32) []byte, ref packetRef) (response, error) {
 	id := f.cn.newID()
 	ch := make(chan response, 1)
-	if err := f.send(f.ctx, f.cn, id, enc(id), ch); err != nil {
+	if err := f.sendRef(f.ctx, f.cn, id, enc(id), ch, ref); err != nil {
 		return response{}, err
 	}
 	r, err := f.cn.wait(f.ctx, id, ch)
@@ -494,15 +505,18 @@ func (f *File) writeAt(p []byte, off int64) (int, error) {
 // writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
 // goroutines would cost more than they save for one request.
 func (f *File) writeOne(p []byte, off int64) (int, error) {
-	bp := f.c.dataBuf()
-	defer f.c.dataPool.Put(bp)
-	copy((*bp)[dataOff:], p)
+	// The buffer goes back to the pool once both this call and the channel's writer
+	// are done with it: a call that gives up may leave its WRITE mid-Write.
+	pp := &pooledPacket{bp: f.c.dataBuf(), pool: &f.c.dataPool}
+	pp.refs.Store(2)
+	defer pp.writeDone()
+	copy((*pp.bp)[dataOff:], p)
 	var perr error
-	r, err := f.call(func(id uint32) []byte {
+	r, err := f.callRef(func(id uint32) []byte {
 		var pkt []byte
-		pkt, perr = writePacket(*bp, id, f.handle, off, len(p))
+		pkt, perr = writePacket(*pp.bp, id, f.handle, off, len(p))
 		return pkt
-	})
+	}, pp)
 	if err == nil {
 		defer r.release()
 		err = f.cn.check(expectStatus("WRITE", &r))

@@ -1,5 +1,7 @@
 package sftp
 
+import "time"
+
 // Flow control: every number that bounds what a transfer keeps in flight lives here,
 // so the arithmetic can be read (and changed) in one place.
 //
@@ -9,7 +11,7 @@ package sftp
 //   - A lane's cap (readLaneCap, writeLaneCap) is how many of those one SSH channel
 //     carries at once: about what its flow-control window holds. More would only
 //     queue at the server (reads) or inside x/crypto's Write (writes).
-//   - maxUnsent is how many WRITEs a lane's sender may have waiting to go out. A lane
+//   - maxUnsent is how many WRITEs a lane may have queued on its channel's writer. A lane
 //     whose window the server refills slowly (dropbear grants 24 KiB) keeps its
 //     packets unsent, and new ones go to the other lanes: that is how the lanes
 //     adapt to the window each server really grants, which x/crypto does not expose.
@@ -25,9 +27,10 @@ const stripeMin = 8 << 20
 // write side does not rely on this figure for them, see maxUnsent.
 const channelWindow = 2 << 20
 
-// maxUnsent is how many WRITEs a lane's sender may hold that it has not yet written:
-// the one x/crypto is sending and one ready behind it, so the sender never waits for
-// the scheduler, while a lane parked on an exhausted window takes no more.
+// maxUnsent is how many WRITEs of an upload may be queued on a lane's channel and not
+// yet written: the one x/crypto is sending and one ready behind it, so the channel's
+// writer never waits for the scheduler, while a lane parked on an exhausted window
+// takes no more.
 const maxUnsent = 2
 
 // windowBudget bounds, in bytes, the window of a striped transfer. What a download
@@ -85,8 +88,8 @@ func readLaneCap(size int) int {
 
 // writeLaneCap is how many WRITEs of size one lane may have in flight when there are
 // several: what fits in sshd's channel window, less room for the small requests of
-// other users of the channel. Against a server with a smaller window the lane's
-// sender parks in x/crypto's Write and maxUnsent stops feeding it.
+// other users of the channel. Against a server with a smaller window the channel's
+// writer parks in x/crypto's Write and maxUnsent stops feeding it.
 func writeLaneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }
@@ -121,3 +124,21 @@ const (
 // room for the small requests of other users of the channel, so that the burst goes
 // out without waiting for the server to grant more. More goes through the engine.
 const pipelinedWriteMax = channelWindow - 64<<10
+
+// writeStallGrace is how long a channel's Write may stay blocked after the call that
+// sent the packet gave up (its ctx ended) before the channel is given up as one whose
+// server stopped taking data (connwrite.go); it also bounds how long closing a channel
+// waits for its goroutines. It must not kill a healthy channel whose user merely
+// cancelled an upload: that Write is blocked on the channel's flow-control window,
+// behind at most a window of data (channelWindow, 2 MiB, against sshd) plus what the
+// server's pipes buffer, and the window comes back as the server writes that data and
+// the window adjustment crosses the link. stallGraceBase lets a server that takes 1
+// MiB/s (a slow disk or link; slower than that we call stalled) drain a window, and
+// 4 minimum round trips let the adjustment come back even queued behind replies. A
+// longer grace only delays the report: the call has returned at its ctx either way.
+func writeStallGrace(minRTT time.Duration) time.Duration {
+	return stallGraceBase + 4*minRTT
+}
+
+// stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
+const stallGraceBase = channelWindow / (1 << 20) * time.Second

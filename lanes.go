@@ -23,10 +23,15 @@ type lane struct {
 	out     int  // requests in flight on this lane; the scheduler's alone
 	sibling bool // opened by the transfer, which closes it at the end
 
-	// Uploads give each lane its own sender goroutine (write.go), so a lane whose
-	// window is exhausted parks only its own sender inside x/crypto's Write.
-	queue  chan outgoing // WRITEs for the sender, in the order they are to go out
-	unsent atomic.Int32  // WRITEs handed to the sender and not yet written
+	// A download's sibling joins before its FSTAT is compared with the File's
+	// (reopen.go): verdict is closed once it has been, proven set before.
+	verdict chan struct{}
+	proven  bool
+
+	// unsent counts an upload's WRITEs queued on the lane's channel and not yet
+	// written (write.go): each channel has its own writer, so a lane whose window is
+	// exhausted holds back only its own WRITEs, and maxUnsent keeps new ones off it.
+	unsent atomic.Int32
 }
 
 // lanes is the part of a transfer that knows its channels: it picks the lane for each
@@ -37,14 +42,21 @@ type lanes struct {
 	ch     chan response  // every reply of the transfer, from every lane
 	all    []*lane        // all[0] is the File's own lane
 	active int            // requests go to all[:active]; the rest stay open, idle
-	pflags sshfx.OpenFlag // how siblings are opened: READ, or WRITE without CREAT/TRUNC
+	pflags sshfx.OpenFlag // how siblings are opened: READ, or READ|WRITE without CREAT/TRUNC
 	upload bool
 
 	ctl    laneCtl
-	joins  chan *lane // from the opener: new lanes, and nil when a round is done
-	want   chan int   // to the opener: the lane count to reach
+	joins  chan *lane   // from the opener: new lanes, and nil when a round is done
+	want   chan laneAsk // to the opener: the lane count to reach, and how to prove them
 	stop   context.CancelFunc
 	opened chan struct{} // closed when the opener is done
+
+	proof *roundProof // an upload's current round's (reopen.go); the scheduler's
+
+	// A download's own FSTAT, which its siblings' must match (reopen.go).
+	ownOnce sync.Once
+	own     sshfx.Attrs
+	ownErr  error
 }
 
 func (f *File) newLanes(window int, pflags sshfx.OpenFlag, upload bool) lanes {
@@ -74,42 +86,37 @@ func (ls *lanes) stripe() {
 	// Room for every lane the opener can add and one end-of-round marker: a round is
 	// asked for only once the one before has ended.
 	ls.joins = make(chan *lane, ceiling+1)
-	ls.want = make(chan int, 1)
+	ls.want = make(chan laneAsk, 1)
 	ls.opened = make(chan struct{})
 	ctx, cancel := context.WithCancel(ls.f.ctx)
 	ls.stop = cancel
 	rtt := time.Duration(c.main.minRTT.Load())
-	ls.want <- ls.ctl.start(rtt, ceiling, c.laneMemory.of(ls.upload))
+	ls.ask(ls.ctl.start(rtt, ceiling, c.laneMemory.of(ls.upload)))
 	go ls.opener(ctx)
 }
 
 // opener opens the file on channels of the Client until the lanes reach the count
-// asked for, each round ending with a nil on joins.
+// asked for, each round ending with a nil on joins. Each lane is proven to be on the
+// File's file before it counts (reopen.go).
 func (ls *lanes) opener(ctx context.Context) {
 	defer close(ls.opened)
 	c := ls.f.c
 	var mu sync.Mutex
 	used := map[*conn]bool{ls.f.cn: true}
 	for {
-		var n int
+		var a laneAsk
 		select {
-		case n = <-ls.want:
+		case a = <-ls.want:
 		case <-ctx.Done():
 			return
 		}
-		c.eachChannel(ctx, n, func(cn *conn) {
+		c.eachChannel(ctx, a.n, func(cn *conn) {
 			mu.Lock()
 			taken := used[cn]
 			used[cn] = true
 			mu.Unlock()
-			if taken {
-				return
-			}
-			h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-				return appendOpen(nil, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
-			})
-			if err == nil { // a lane that can't be had is not the transfer's failure
-				ls.joins <- &lane{cn: cn, handle: h, sibling: true}
+			if !taken {
+				ls.openSibling(ctx, cn, a)
 			}
 		})
 		ls.joins <- nil
@@ -139,7 +146,7 @@ func (ls *lanes) moved(n int) {
 		return
 	}
 	if grow := ls.ctl.moved(n, ls.active); grow > 0 {
-		ls.want <- grow // room: a round is asked for only once the one before is done
+		ls.ask(grow)
 	}
 	ls.setActive()
 }

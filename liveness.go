@@ -2,8 +2,10 @@ package sftp
 
 // Done returns a channel that is closed when the Client's main SFTP channel has
 // ended: the server closed it or exited, the SSH connection dropped, the server broke
-// the protocol, or Close was called. It lets a program learn that the connection died
-// without making a call, for example to reconnect at once:
+// the protocol, the server stopped taking data (a request stayed stuck in the SSH
+// channel's Write after a call waiting on it gave up), or Close was called. It lets a
+// program learn that the connection died without making a call, for example to
+// reconnect at once:
 //
 //	for {
 //		c, err := connect(ctx) // ssh.Dial + sftp.NewClient
@@ -28,7 +30,8 @@ func (c *Client) Done() <-chan struct{} { return c.main.done }
 // Err returns nil while Done is open. After, it returns why the main channel ended: an
 // error matching net.ErrClosed, which unwraps to the cause ("server closed the
 // connection" when the server went away between requests, io.ErrUnexpectedEOF when it
-// went away with requests outstanding, a read error, or a *ProtocolError when it broke
-// the protocol).
+// went away with requests outstanding, a read error, a *ProtocolError when it broke
+// the protocol, or "the server stopped taking data" when a write to it stayed blocked
+// for a grace period, about 2 s, after a call waiting on it gave up).
 // Every call made after that fails with the same error.
 func (c *Client) Err() error { return c.main.failed() }

@@ -13,6 +13,23 @@ func withStripeMinRTT(d time.Duration) Option {
 	}
 }
 
+// withStallGrace sets how long a channel's Write may stay blocked after its call
+// gave up before the channel is given up (writeStallGrace).
+func withStallGrace(d time.Duration) Option {
+	return func(o *options) error {
+		o.stallGrace = d
+		return nil
+	}
+}
+
+// withBeforeSiblingOpen runs hook before a transfer opens its file on another lane.
+func withBeforeSiblingOpen(hook func(name string)) Option {
+	return func(o *options) error {
+		o.beforeSiblingOpen = hook
+		return nil
+	}
+}
+
 // withStreamWrap puts wrap between each SSH channel and the Client.
 func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)) Option {
 	return func(o *options) error {

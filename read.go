@@ -20,8 +20,8 @@ import (
 //     workers that write each piece at its offset the moment it arrives (no reorder,
 //     no head-of-line blocking).
 //
-// READs are sent from the stream's goroutine: a READ is some 50 bytes, so it cannot
-// park on a channel window the way a WRITE can (write.go gives each lane a sender).
+// READs are queued from the stream's goroutine for each channel's writer (connwrite.go),
+// which sends consecutive ones in one Write.
 //
 // The end: a READ's EOF ends the stream at its offset, but the stream reports it only
 // once every READ still out has answered, since DATA past a reported end contradicts
@@ -265,6 +265,9 @@ func (s *readStream) onReply(r response) {
 	}
 	delete(s.reqs, r.id)
 	req.lane.out--
+	if s.unproven(req, &r) { // reopen.go
+		return
+	}
 	cn := req.lane.cn
 	if r.err != nil { // the lane's channel died
 		if s.survives(req.lane, r.err) {

@@ -113,6 +113,7 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 					return nil
 				}
 				cn.ids = c.main.ids
+				cn.stallGraceSet.Store(int64(c.opts.stallGrace))
 				cn.maxPacket.Store(c.maxReply())
 				if c.chans.add(cn) {
 					use(cn)

@@ -308,20 +308,48 @@ func (e *stripeEnv) requireStriped(t *testing.T, name string, handles int, total
 	require.Len(t, hs, handles, "handles closed on %s", name)
 	require.Equal(t, handles, e.opened(t, name), "handles opened on %s", name)
 	var sum int64
-	busy := 0
+	busy, proven := 0, 0
 	for _, h := range hs {
 		moved, other := h.read, h.written
 		if upload {
 			moved, other = other, moved
 		}
-		require.Zero(t, other)
+		if upload && other == nonceLen {
+			proven++ // a sibling read the round's nonce (reopen.go)
+		} else {
+			require.Zero(t, other)
+		}
 		sum += moved
 		if moved > 0 {
 			busy++
 		}
 	}
+	if upload {
+		sum -= requireNonces(t, sum-total, proven)
+	}
 	require.Equal(t, total, sum, "bytes the server moved for %s", name)
 	require.GreaterOrEqual(t, busy, 2, "handles that moved data: %+v", hs)
+}
+
+// requireNonces checks the bytes an upload wrote beyond its data: one nonce per stripe
+// round that proved siblings (reopen.go), at least one and at most one per proven
+// sibling. It returns them.
+func requireNonces(t *testing.T, extra int64, proven int) int64 {
+	t.Helper()
+	require.Zero(t, extra%nonceLen, "bytes written beyond the data: %d", extra)
+	require.GreaterOrEqual(t, extra/nonceLen, int64(1), "no nonce written")
+	if proven >= 0 {
+		require.LessOrEqual(t, extra/nonceLen, int64(proven), "nonces written for %d proven siblings", proven)
+	}
+	return extra
+}
+
+// requireProofBytes checks that extra, the DATA bytes beyond what a test read, are
+// nonces read back by striped uploads' siblings.
+func requireProofBytes(t *testing.T, extra int, what string) {
+	t.Helper()
+	require.GreaterOrEqual(t, extra, 0, what)
+	require.Zero(t, extra%nonceLen, "%s: %d bytes beyond the data", what, extra)
 }
 
 // tripWriter passes writes to w and calls trip once, when at least n bytes have gone

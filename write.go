@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
@@ -15,17 +14,21 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The write side: uploads. Three kinds of goroutine work under one errgroup, whose
-// context (derived from the File's life) is the only way any of them is stopped:
+// The write side: uploads. Two kinds of goroutine work under one errgroup, whose
+// context (derived from the File's life) is the only way either is stopped:
 //
 //   - producers read the source straight into pooled WRITE buffers, behind room left
 //     for the header: one goroutine for a plain io.Reader, or readAtWorkers reading
 //     disjoint chunks with ReadAt when the source has a known size;
-//   - the scheduler gives each filled chunk a request id and a lane, and files every
+//   - the scheduler gives each filled chunk a request id and a lane, puts the header
+//     in front of the data and queues the WRITE on the lane's channel, and files every
 //     acknowledgement by offset, so the bytes known written are always the contiguous
-//     prefix of acknowledged chunks, whatever order they complete in;
-//   - one sender per lane writes the lane's WRITEs to its channel. x/crypto's Write
-//     blocks while the channel's window is exhausted; it blocks that lane alone.
+//     prefix of acknowledged chunks, whatever order they complete in.
+//
+// Each channel's own writer goroutine (connwrite.go) writes what is queued on it.
+// x/crypto's Write blocks while the channel's window is exhausted; that blocks that
+// channel's writer alone, and the scheduler, which never writes, queues at most
+// maxUnsent WRITEs on a lane before they are written, so new ones go to the others.
 //
 // A window slot is taken before a chunk is read and given back when its reply is
 // filed, so memory stays within the window whatever the file size.
@@ -36,7 +39,7 @@ import (
 const dataOff = packetSlack
 
 // readAtWorkers is how many goroutines read a sized source in parallel. Reading a
-// chunk costs a fraction of encrypting it, so two keep a sender fed even while one
+// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
 // waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
 // two cores this is measured on.
 const readAtWorkers = 2
@@ -51,26 +54,36 @@ type filledChunk struct {
 	err error // reading the source failed at off
 
 	untokened bool // a copy to resend that took over no place among the buffers
+	ownLane   bool // goes on the File's own lane: a chunk held for a proof (reopen.go)
 }
 
-// outgoing is one WRITE handed to a lane's sender.
-type outgoing struct {
-	id   uint32
-	off  int64
-	n    int
-	held *heldBuf
-}
-
-// heldBuf is a WRITE's buffer and who still needs it. Its lane's sender does, until
-// the WRITE is written; for a WRITE on a sibling lane the scheduler does too, until
-// the reply: if the sibling dies first, the data goes out again on another lane
-// (a WRITE at an offset can be repeated). The last to let go recycles the buffer
-// (writeStream.release); the atomic count orders the sender's use of the buffer
-// before its reuse.
+// heldBuf is a WRITE's buffer and who still needs it. Its channel's writer does,
+// until the WRITE is written (writeDone: a Write blocked by a stalled server may hold
+// it past the end of the transfer); for a WRITE on a sibling lane the scheduler does
+// too, until the reply: if the sibling dies first, the data goes out again on another
+// lane (a WRITE at an offset can be repeated). The last to let go recycles the buffer
+// (writeStream.release); the atomic count orders the writer's use of the buffer
+// before its reuse. heldBufs are recycled too (writeStream.heldFree), so a chunk
+// allocates nothing.
 type heldBuf struct {
 	buf   *[]byte
 	refs  atomic.Int32
 	token bool // holds one of writeStream.bufs; moves to the copy when resent
+	ws    *writeStream
+	lane  *lane // whose channel writes it
+}
+
+// writeDone is the writer's letting go (packetRef). It may run after the transfer
+// has ended; then it only recycles the buffer.
+func (h *heldBuf) writeDone() {
+	ws, l := h.ws, h.lane // h may be reused once released
+	ws.release(h)
+	if l.unsent.Add(-1) == maxUnsent-1 {
+		select { // the lane can take another: let the scheduler know
+		case ws.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // writeStream is one upload from an offset.
@@ -86,11 +99,14 @@ type writeStream struct {
 	slots  chan struct{}      // one per chunk between being read and being filed
 	bufs   chan struct{}      // one per chunk between being read and being written out
 	filled chan filledChunk   // from the producers; closed when they are done
-	kick   chan struct{}      // a sender that was full has written one
+	kick   chan struct{}      // a lane that was full has had one written
+	// heldFree recycles heldBufs. Each WRITE in flight or queued has one, and one may
+	// outlive its slot briefly (the reply can overtake the writer's letting go), so
+	// it holds twice the window; past that they are left to the collector.
+	heldFree chan *heldBuf
 
 	ready    map[int64]filledChunk // read, waiting for their turn, by offset
 	resend   []filledChunk         // WRITEs a dead sibling owed, to go out again first
-	gone     []*lane               // dropped siblings, whose senders drain their queues
 	nextOff  int64                 // offset of the next chunk to hand to a lane
 	reqs     map[uint32]chunk      // WRITEs given a lane, by request id
 	acked    prefixTracker         // acknowledged WRITEs by offset
@@ -100,24 +116,33 @@ type writeStream struct {
 
 	firstFailure              // the failed WRITE (or the abort) at the lowest offset
 	srcFail      firstFailure // reading the source failed
+
+	// The proof that siblings are on the File's file (reopen.go): the nonce's WRITE in
+	// flight and the round it is for, and the chunk held back until the round is over.
+	nonceID  uint32
+	nonceFor *roundProof
+	heldBack *filledChunk
+	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
-		// Siblings open WRITE only: the caller's open already created or truncated the
-		// file, and a second TRUNC would destroy what other lanes wrote.
-		lanes: f.newLanes(window, sshfx.FlagWrite, true),
+		// Siblings open without CREAT or TRUNC: the caller's open already created or
+		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
+		// READ, for the proof that they are on the File's file (reopen.go).
+		lanes: f.newLanes(window, sshfx.FlagRead|sshfx.FlagWrite, true),
 		start: off, size: f.c.limits.MaxWrite, max: window,
-		slots:   make(chan struct{}, window),
-		bufs:    make(chan struct{}, writeBuffers(f.c, window)),
-		filled:  make(chan filledChunk, window),
-		kick:    make(chan struct{}, 1),
-		ready:   make(map[int64]filledChunk, window),
-		nextOff: off,
-		reqs:    make(map[uint32]chunk, window),
-		acked:   newPrefixTracker(off, window),
-		end:     math.MaxInt64,
+		slots:    make(chan struct{}, window),
+		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
+		filled:   make(chan filledChunk, window),
+		kick:     make(chan struct{}, 1),
+		heldFree: make(chan *heldBuf, 2*window),
+		ready:    make(map[int64]filledChunk, window),
+		nextOff:  off,
+		reqs:     make(map[uint32]chunk, window),
+		acked:    newPrefixTracker(off, window),
+		end:      math.MaxInt64,
 	}
 }
 
@@ -190,7 +215,6 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	} else {
 		g.Go(func() error { return ws.readSeq(pctx, src) })
 	}
-	ws.startSender(ws.all[0])
 	g.Go(ws.schedule)
 	g.Wait() // every failure is filed by offset in ws; the group's error adds nothing
 	halt()
@@ -282,45 +306,32 @@ func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) e
 	return nil
 }
 
-// startSender gives l a queue and the goroutine that writes it.
-func (ws *writeStream) startSender(l *lane) {
-	l.queue = make(chan outgoing, ws.max) // a lane never holds more than the window
-	ws.g.Go(func() error { return ws.sendLane(l) })
+// post queues a WRITE of the chunk h holds on l's channel. A request that cannot go
+// out gets its failure posted as its reply, so ack accounts for every request (and
+// drops a dead sibling, whose WRITEs go out again on the others).
+func (ws *writeStream) post(l *lane, id uint32, off int64, n int, h *heldBuf) {
+	l.unsent.Add(1)
+	pkt, err := writePacket(*h.buf, id, l.handle, off, n)
+	if err == nil {
+		err = ws.f.sendRef(ws.ctx, l.cn, id, pkt, ws.ch, h) // lets go of h for the writer
+	} else {
+		h.writeDone()
+	}
+	if err != nil {
+		ws.ch <- response{id: id, err: err} // room: one reply per request
+	}
 }
 
-// sendLane writes l's WRITEs in the order the scheduler queued them. A request that
-// cannot go out gets its failure posted as its reply, so the scheduler accounts for
-// every request it handed over.
-func (ws *writeStream) sendLane(l *lane) error {
-	for {
-		var o outgoing
-		select {
-		case o = <-l.queue:
-		case <-ws.ctx.Done():
-			return nil
-		}
-		if o.held == nil { // the queue was closed: the transfer is done
-			return nil
-		}
-		pkt, err := writePacket(*o.held.buf, o.id, l.handle, o.off, o.n)
-		if err == nil {
-			err = ws.f.send(ws.ctx, l.cn, o.id, pkt, ws.ch)
-		}
-		ws.release(o.held)
-		if l.unsent.Add(-1) == maxUnsent-1 {
-			select {
-			case ws.kick <- struct{}{}:
-			default:
-			}
-		}
-		if err != nil {
-			ws.ch <- response{id: o.id, err: err} // room: one reply per request
-			if ws.survives(l, err) {
-				continue // the scheduler resends it, and whatever else the lane had
-			}
-			return err
-		}
+// newHeld returns a heldBuf for buf, to be written on l.
+func (ws *writeStream) newHeld(buf *[]byte, token bool, l *lane) *heldBuf {
+	var h *heldBuf
+	select {
+	case h = <-ws.heldFree:
+	default:
+		h = &heldBuf{ws: ws}
 	}
+	h.buf, h.token, h.lane = buf, token, l
+	return h
 }
 
 // writePacket puts the header of a WRITE of n bytes at off in front of the data at
@@ -340,10 +351,10 @@ func writePacket(buf []byte, id uint32, handle string, off int64, n int) ([]byte
 func (ws *writeStream) schedule() error {
 	filledOpen := true
 	for {
+		ws.proofIdle(filledOpen)
 		ws.dispatch()
-		// Then dispatch has sent all it may (after a refused WRITE, nothing more).
-		if !filledOpen && len(ws.reqs) == 0 && (len(ws.resend) == 0 || ws.halted) {
-			break
+		if ws.over(filledOpen) {
+			return nil
 		}
 		var in <-chan filledChunk
 		if filledOpen {
@@ -357,25 +368,31 @@ func (ws *writeStream) schedule() error {
 			}
 			ws.take(c)
 		case r := <-ws.ch:
-			if err := ws.ack(r); err != nil {
+			if err := ws.reply(r); err != nil {
 				return ws.abort(err)
 			}
 		case l := <-ws.joins:
 			ws.join(l)
-			if l != nil {
-				ws.startSender(l)
+			if l == nil {
+				ws.roundOver()
 			}
+		case <-ws.wanted(): // dispatch writes the nonce
+		case <-ws.readsDrained():
+			ws.releaseHeld()
 		case <-ws.kick:
 		case <-ws.ctx.Done():
 			return ws.abort(context.Cause(ws.ctx))
 		}
 	}
-	for _, l := range ws.all {
-		if l.queue != nil {
-			close(l.queue)
-		}
+}
+
+// over reports whether the upload is done, once dispatch has sent all it may (after a
+// refused WRITE, nothing more): the source read, and every WRITE answered.
+func (ws *writeStream) over(filledOpen bool) bool {
+	if filledOpen || len(ws.reqs) > 0 || ws.nonceID != 0 {
+		return false
 	}
-	return nil
+	return ws.halted || len(ws.resend) == 0 && ws.heldBack == nil
 }
 
 // roomy returns the lane with the fewest WRITEs in flight among those that can take
@@ -387,7 +404,7 @@ func (ws *writeStream) roomy() *lane {
 	}
 	var best *lane
 	for _, l := range ws.all[:ws.active] {
-		if l.queue == nil || l.out >= limit || l.unsent.Load() >= maxUnsent {
+		if l.out >= limit || l.unsent.Load() >= maxUnsent {
 			continue
 		}
 		if best == nil || l.out < best.out {
@@ -433,18 +450,21 @@ func (ws *writeStream) dispatch() {
 			if !ok || c.off >= ws.end {
 				return
 			}
+			if ws.armProof(c) { // held back until the round's siblings are proven
+				ws.takeReady(c)
+				continue
+			}
 		}
-		l := ws.roomy()
+		l := ws.laneFor(c)
 		if l == nil {
 			return
 		}
 		if resend {
 			ws.resend = ws.resend[1:]
 		} else {
-			delete(ws.ready, c.off)
-			ws.nextOff += int64(c.n)
+			ws.takeReady(c)
 		}
-		held := &heldBuf{buf: c.buf, token: !c.untokened}
+		held := ws.newHeld(c.buf, !c.untokened, l)
 		held.refs.Store(1)
 		req := chunk{off: c.off, n: c.n, lane: l}
 		if l.sibling {
@@ -454,8 +474,7 @@ func (ws *writeStream) dispatch() {
 		id := l.cn.newID()
 		ws.reqs[id] = req
 		l.out++
-		l.unsent.Add(1)
-		l.queue <- outgoing{id: id, off: c.off, n: c.n, held: held}
+		ws.post(l, id, c.off, c.n, held)
 		if ws.nextOff-ws.start >= channelWindow {
 			// Size unknown, but more than one window already: on a long link one
 			// channel is now the limit, so it is worth opening more.
@@ -464,19 +483,42 @@ func (ws *writeStream) dispatch() {
 	}
 }
 
-// release lets go of h for its sender or for the scheduler; the last one recycles it.
+// takeReady takes c, the chunk at nextOff, out of ready.
+func (ws *writeStream) takeReady(c filledChunk) {
+	delete(ws.ready, c.off)
+	ws.nextOff += int64(c.n)
+}
+
+// laneFor returns the lane c goes on, or nil when none can take it now.
+func (ws *writeStream) laneFor(c filledChunk) *lane {
+	if !c.ownLane {
+		return ws.roomy()
+	}
+	own := ws.all[0]
+	if own.unsent.Load() >= maxUnsent {
+		return nil
+	}
+	return own
+}
+
+// release lets go of h for its writer or for the scheduler; the last one recycles it.
 func (ws *writeStream) release(h *heldBuf) {
 	if h.refs.Add(-1) != 0 {
 		return
 	}
 	ws.f.c.dataPool.Put(h.buf)
 	if h.token {
-		<-ws.bufs
+		<-ws.bufs // never blocks: the token was taken for this buffer
+	}
+	h.buf, h.token, h.lane = nil, false, nil
+	select {
+	case ws.heldFree <- h:
+	default:
 	}
 }
 
 // resendLater takes back a WRITE a dead sibling owed: its data is copied to a fresh
-// buffer (the dead lane's sender may still be reading the old one), which takes over
+// buffer (the dead lane's writer may still be reading the old one), which takes over
 // the old one's place among the buffers, and it goes out again before anything new.
 // It keeps its window slot.
 func (ws *writeStream) resendLater(req chunk) {
@@ -516,6 +558,15 @@ func (ws *writeStream) stop() {
 	ws.halt()
 }
 
+// reply files a reply of the transfer: the nonce's WRITE's, or a chunk's (ack).
+func (ws *writeStream) reply(r response) error {
+	if ws.nonceID != 0 && r.id == ws.nonceID {
+		ws.nonceDone(r)
+		return nil
+	}
+	return ws.ack(r)
+}
+
 // ack files one WRITE's reply by offset. It returns an error only when the transfer
 // cannot go on (the lane's channel died, or a WRITE could not be sent).
 func (ws *writeStream) ack(r response) error {
@@ -528,11 +579,8 @@ func (ws *writeStream) ack(r response) error {
 	req.lane.out--
 	if r.err != nil && !ws.aborting && ws.survives(req.lane, r.err) {
 		// A sibling died: the transfer goes on without it, and what it owed goes out
-		// again on the lanes left. Its sender fails the rest of its queue.
-		if ws.dropLane(req.lane) {
-			ws.gone = append(ws.gone, req.lane)
-			close(req.lane.queue)
-		}
+		// again on the lanes left (the rest of its requests fail the same way).
+		ws.dropLane(req.lane)
 		ws.resendLater(req)
 		return nil
 	}
@@ -577,7 +625,7 @@ func (ws *writeStream) abort(cause error) error {
 	for len(ws.reqs) > 0 {
 		select {
 		case r := <-ws.ch:
-			ws.ack(r)
+			ws.reply(r)
 			continue
 		default:
 		}
@@ -587,24 +635,11 @@ func (ws *writeStream) abort(cause error) error {
 	return cause
 }
 
-// cleanup runs once every goroutine of the transfer has ended: it recycles what is
-// still queued and makes the connections drop the replies nobody will collect.
+// cleanup runs once every goroutine of the transfer has ended: it recycles what it
+// holds, withdraws the WRITEs the channels' writers have not started, and makes the
+// connections drop the replies nobody will collect. A WRITE a writer is in the middle
+// of keeps its buffer until that Write returns (heldBuf.writeDone).
 func (ws *writeStream) cleanup() {
-	for _, l := range slices.Concat(ws.all, ws.gone) {
-		for l.queue != nil {
-			select {
-			case o, ok := <-l.queue:
-				if ok {
-					delete(ws.reqs, o.id) // never sent
-					ws.f.c.dataPool.Put(o.held.buf)
-					continue
-				}
-			default:
-			}
-			break
-		}
-		l.unsent.Store(0)
-	}
 	for _, c := range ws.resend {
 		ws.f.c.dataPool.Put(c.buf)
 	}
@@ -616,15 +651,25 @@ func (ws *writeStream) cleanup() {
 		ws.f.c.dataPool.Put(c.buf)
 		delete(ws.ready, off)
 	}
-	if len(ws.reqs) > 0 {
+	if ws.heldBack != nil {
+		ws.f.c.dataPool.Put(ws.heldBack.buf)
+		ws.heldBack = nil
+	}
+	if len(ws.reqs) > 0 || ws.nonceID != 0 {
 		ids := make(map[*lane][]uint32, len(ws.all))
 		for id, req := range ws.reqs {
 			ids[req.lane] = append(ids[req.lane], id)
-			if req.held != nil && req.held.refs.Add(-1) == 0 { // the sender let go when it wrote it
-				ws.f.c.dataPool.Put(req.held.buf)
+		}
+		if ws.nonceID != 0 {
+			ids[ws.all[0]] = append(ids[ws.all[0]], ws.nonceID)
+			ws.nonceID = 0
+		}
+		ws.forget(ids)
+		for _, req := range ws.reqs {
+			if req.held != nil {
+				ws.release(req.held) // the scheduler's hold on a sibling's WRITE
 			}
 		}
 		clear(ws.reqs)
-		ws.forget(ids)
 	}
 }

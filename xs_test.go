@@ -228,12 +228,14 @@ type xsTapWriter struct {
 	req *xsFramer
 }
 
+// Write records p before writing it: the channel's writer goroutine (connwrite.go)
+// may return from a Write after the server has answered it, and the call that sent
+// it after that; what the call sent must be on record by then.
 func (w *xsTapWriter) Write(p []byte) (int, error) {
-	n, err := w.WriteCloser.Write(p)
 	w.tp.mu.Lock()
-	w.req.feed(p[:n])
+	w.req.feed(p)
 	w.tp.mu.Unlock()
-	return n, err
+	return w.WriteCloser.Write(p)
 }
 
 // xsHeadMax covers a WRITE's length, type, id, handle (at most 256 bytes), offset and
@@ -398,9 +400,39 @@ func xsUploaded(want []byte, chunk int, spans ...int) xsOutcome[xsMoved] {
 		require.NoError(e, m.err)
 		require.Equal(e, int64(len(want)), m.n)
 		require.True(e, bytes.Equal(want, m.data), "the file holds %d bytes, not the %d sent", len(m.data), len(want))
-		require.Equal(e, xsChunks(chunk, spans...), m.sizes, "WRITE payloads")
+		want := xsChunks(chunk, spans...)
+		require.Equal(e, want, withoutNonces(m.sizes, want), "WRITE payloads")
 		require.Equal(e, chunk, e.c.Limits().MaxWrite)
 	}
+}
+
+// withoutNonces drops from sizes (sorted) the WRITEs of nonceLen bytes that want does
+// not have: the nonces of stripe rounds (reopen.go), when a loaded machine's round
+// trips make the client stripe on loopback.
+func withoutNonces(sizes, want []int) []int {
+	extra := countOf(sizes, nonceLen) - countOf(want, nonceLen)
+	if extra <= 0 {
+		return sizes
+	}
+	out := make([]int, 0, len(sizes))
+	for _, n := range sizes {
+		if n == nonceLen && extra > 0 {
+			extra--
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func countOf(s []int, v int) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 func xsTransferScenarios() []xsScenario {
