@@ -155,6 +155,14 @@ func (s *readStream) inWindow() int { return len(s.reqs) + len(s.segs) + s.held 
 // fill sends READs while the window has room: first the rests of short DATAs, then
 // new ranges.
 func (s *readStream) fill() {
+	if s.fillRedo() {
+		s.fillNew()
+	}
+}
+
+// fillRedo sends the rests of short DATAs and what dead siblings owed, under the
+// window rule. It reports false when a send failed the stream.
+func (s *readStream) fillRedo() bool {
 	for len(s.redo) > 0 {
 		i := 0
 		if s.inWindow() >= s.win {
@@ -163,7 +171,7 @@ func (s *readStream) fill() {
 			// free room.
 			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
 			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
-				break
+				return true
 			}
 		}
 		req := s.redo[i]
@@ -172,13 +180,17 @@ func (s *readStream) fill() {
 			continue
 		}
 		if !s.send(req) {
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// fillNew sends READs of new ranges while the window has room.
+func (s *readStream) fillNew() {
 	for s.inWindow() < s.win && s.issue < s.stopAt() {
-		// Until the FSTAT answers, and past the size it gave, one READ at a time.
-		if (s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)) && len(s.reqs) > 0 {
-			return
+		if s.sizeUnsure() && len(s.reqs) > 0 {
+			return // until the FSTAT answers, and past the size it gave, one READ at a time
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
 		if s.capped && s.pick().out >= s.laneCap {
@@ -192,6 +204,12 @@ func (s *readStream) fill() {
 			s.stripe() // no size known, but it is turning out large
 		}
 	}
+}
+
+// sizeUnsure reports whether the stream is reading where it does not know the file
+// goes on: before the FSTAT has answered, or past the size it gave.
+func (s *readStream) sizeUnsure() bool {
+	return s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)
 }
 
 func (s *readStream) send(req chunk) bool {
@@ -243,19 +261,7 @@ func (s *readStream) more() bool {
 // onReply files one reply of the stream: the FSTAT's, or a READ's.
 func (s *readStream) onReply(r response) {
 	if r.id == s.statID {
-		s.statID = 0
-		if r.err == nil {
-			a, err := decodeAttrs("FSTAT", &r)
-			if err == nil && a.Has(sshfx.AttrSize) {
-				s.hint = int64(min(a.Size, 1<<62))
-				if s.hint-s.next >= stripeMin {
-					s.stripe()
-				}
-			} else {
-				s.f.cn.check(err) // a refused FSTAT is fine; a malformed one is not
-			}
-		}
-		r.release()
+		s.onStat(r)
 		return
 	}
 	req, ok := s.reqs[r.id]
@@ -268,29 +274,61 @@ func (s *readStream) onReply(r response) {
 	if s.unproven(req, &r) { // reopen.go
 		return
 	}
-	cn := req.lane.cn
-	if r.err != nil { // the lane's channel died
-		if s.survives(req.lane, r.err) {
-			// A sibling: the transfer goes on without it, asking again on the lanes
-			// left for what it owed (fill sends it, under the window rule).
-			s.dropLane(req.lane)
-			s.redo = append(s.redo, chunk{off: req.off, n: req.n})
-			return
-		}
-		s.fail(req.off, r.err)
+	switch {
+	case r.err != nil:
+		s.onLaneDied(req, r.err)
+	case r.typ != sshfx.TypeData:
+		s.onNotData(req, r)
+	default:
+		s.onData(req, r)
+	}
+}
+
+// onStat takes the FSTAT's answer as the hint of the file's size.
+func (s *readStream) onStat(r response) {
+	defer r.release()
+	s.statID = 0
+	if r.err != nil {
 		return
 	}
-	if r.typ != sshfx.TypeData {
-		err := otherReply("READ", &r, sshfx.TypeData)
-		r.release()
-		if err == io.EOF {
-			s.ends.sawEOF(req.off)
-			s.checkEnd()
-			return
-		}
-		s.fail(req.off, cn.check(err))
+	a, err := decodeAttrs("FSTAT", &r)
+	if err != nil || !a.Has(sshfx.AttrSize) {
+		s.f.cn.check(err) // a refused FSTAT is fine; a malformed one is not
 		return
 	}
+	s.hint = int64(min(a.Size, 1<<62))
+	if s.hint-s.next >= stripeMin {
+		s.stripe()
+	}
+}
+
+// onLaneDied handles a READ whose channel died before it was answered.
+func (s *readStream) onLaneDied(req chunk, err error) {
+	if !s.survives(req.lane, err) {
+		s.fail(req.off, err)
+		return
+	}
+	// A sibling: the transfer goes on without it, asking again on the lanes left
+	// for what it owed (fill sends it, under the window rule).
+	s.dropLane(req.lane)
+	s.redo = append(s.redo, chunk{off: req.off, n: req.n})
+}
+
+// onNotData handles a READ answered by something other than DATA: EOF, a failure,
+// or a reply of the wrong type (which fails the channel).
+func (s *readStream) onNotData(req chunk, r response) {
+	err := otherReply("READ", &r, sshfx.TypeData)
+	r.release()
+	if err == io.EOF {
+		s.ends.sawEOF(req.off)
+		s.checkEnd()
+		return
+	}
+	s.fail(req.off, req.lane.cn.check(err))
+}
+
+// onData files the DATA answering req.
+func (s *readStream) onData(req chunk, r response) {
 	data, err := decodeData(&r)
 	if err == nil && len(data) > req.n {
 		err = protoErr("READ", "DATA of %d bytes for a READ of %d", len(data), req.n)
@@ -299,7 +337,7 @@ func (s *readStream) onReply(r response) {
 	}
 	if err != nil {
 		r.release()
-		s.fail(req.off, cn.check(err))
+		s.fail(req.off, req.lane.cn.check(err))
 		return
 	}
 	if req.capGuess > 0 && req.capGuess < s.size {
