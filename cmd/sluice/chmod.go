@@ -18,11 +18,7 @@ func (a *app) chmod(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return usagef("chmod: %v", err)
 	}
-	rs, err := a.targets(args[1:])
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args[1:])
 	if err != nil {
 		return err
 	}

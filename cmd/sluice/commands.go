@@ -12,17 +12,8 @@ import (
 	"github.com/sluicehq/sftp"
 )
 
-// attrUIDGID is SSH_FILEXFER_ATTR_UIDGID, the bit of sftp.FileAttrs.Flags saying the
-// server sent UID and GID (draft-ietf-secsh-filexfer-02, section 5). The library keeps
-// its named flags internal and documents the values on FileAttrs.Flags.
-const attrUIDGID = 0x00000002
-
 func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -158,7 +149,7 @@ func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntr
 	var uids, gids []uint32
 	seenU, seenG := map[uint32]bool{}, map[uint32]bool{}
 	for _, e := range entries {
-		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&attrUIDGID != 0 {
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags.Has(sftp.AttrUIDGID) {
 			if !seenU[fa.UID] {
 				seenU[fa.UID] = true
 				uids = append(uids, fa.UID)
@@ -186,7 +177,7 @@ func (a *app) nameOwners(ctx context.Context, c *sftp.Client, entries []listEntr
 		groupOf[id] = ownerName(groups[i], id)
 	}
 	for i, e := range entries {
-		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags&attrUIDGID != 0 {
+		if fa, ok := e.info.Sys().(*sftp.FileAttrs); ok && fa.Flags.Has(sftp.AttrUIDGID) {
 			entries[i].owner = userOf[fa.UID] + " " + groupOf[fa.GID]
 		}
 	}
@@ -207,11 +198,7 @@ func ownerName(name string, id uint32) string {
 }
 
 func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -240,11 +227,7 @@ func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error)
 }
 
 func (a *app) mkdir(ctx context.Context, args []string, parents bool) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -361,7 +344,7 @@ func (e listEntry) ownerText() string {
 
 // owner is "uid gid" when the server sent them, else "-".
 func owner(fi fs.FileInfo) string {
-	if a, ok := fi.Sys().(*sftp.FileAttrs); ok && a.Flags&attrUIDGID != 0 {
+	if a, ok := fi.Sys().(*sftp.FileAttrs); ok && a.Flags.Has(sftp.AttrUIDGID) {
 		return strconv.FormatUint(uint64(a.UID), 10) + " " + strconv.FormatUint(uint64(a.GID), 10)
 	}
 	return "-"

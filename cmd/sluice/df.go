@@ -16,11 +16,7 @@ import (
 // (statvfs@openssh.com): size, used, available to unprivileged users, use%, in
 // 1K-blocks or with -h in powers of 1024.
 func (a *app) df(ctx context.Context, args []string, human bool) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}

@@ -421,6 +421,21 @@ func (a *app) open(ctx context.Context, r remote) (*session, func() error, error
 	}, nil
 }
 
+// openTargets parses the remote operands args and connects to the host of the first:
+// the start of every command that acts on remote paths. The caller closes the session
+// with closeFn.
+func (a *app) openTargets(ctx context.Context, args []string) ([]remote, *session, func() error, error) {
+	rs, err := a.targets(args)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s, closeFn, err := a.open(ctx, rs[0])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return rs, s, closeFn, nil
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -14,11 +14,7 @@ import (
 // a directory. A source with no base name of its own (~, ., ..) has no name to take
 // into a directory, and is refused there.
 func (a *app) mv(ctx context.Context, args []string) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}

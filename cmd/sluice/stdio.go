@@ -144,11 +144,7 @@ func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst str
 
 // cat writes remote files to standard output, one after another.
 func (a *app) cat(ctx context.Context, args []string) (err error) {
-	rs, err := a.targets(args)
-	if err != nil {
-		return err
-	}
-	s, closeFn, err := a.open(ctx, rs[0])
+	rs, s, closeFn, err := a.openTargets(ctx, args)
 	if err != nil {
 		return err
 	}
