@@ -129,6 +129,8 @@ func TestCancelledUploadKeepsAHealthyChannel(t *testing.T) {
 	err := putUntilHeld(t, c, gate)
 	require.ErrorIs(t, err, context.Canceled)
 
+	// The Put itself may have sent LSTATs (of its destination) before its WRITE.
+	lstats := srv.Requests(testserver.TypeLstat)
 	ctx, cancel := context.WithCancel(tsCtx(t))
 	res := tsGo(func() error { _, err := c.Lstat(ctx, "/never"); return err })
 	cancel()
@@ -139,7 +141,7 @@ func TestCancelledUploadKeepsAHealthyChannel(t *testing.T) {
 	c.main.checkStall(time.Now().Add(2 * time.Hour))
 	requireWorks(t, c)
 	require.NoError(t, c.Err())
-	require.Zero(t, srv.Requests(testserver.TypeLstat), "a withdrawn request reached the server")
+	require.Equal(t, lstats, srv.Requests(testserver.TypeLstat), "a withdrawn request reached the server")
 
 	// The Client goes on: the next upload completes.
 	local := filepath.Join(t.TempDir(), "again")

@@ -189,9 +189,10 @@ func (f *File) fitsOneBurst(n int) bool {
 // O_TRUNC, and closes it: every WRITE and then the CLOSE go out back to back, and the
 // replies are collected after, in one round trip. The first failure among them is the
 // error, the CLOSE's included: a CLOSE of a written file can report what the server
-// only noticed then, so it is always waited for (while ctx lasts). The WRITEs are
-// built one after another in one pooled buffer: each is written to the channel (which
-// copies it) before the next is built.
+// only noticed then, so it is always waited for (while ctx lasts). Each WRITE is
+// built in a buffer of its own from the pool, which goes back once the channel's
+// writer has written it: a WRITE is longer than what the channel copies (copyMax),
+// so it is written from that buffer after sendThenClose returns.
 func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	defer f.cancel()
 	if err := ctx.Err(); err != nil {
@@ -199,20 +200,20 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 		return f.err("write", fmt.Errorf("sftp: %w", err))
 	}
 	size := f.c.limits.MaxWrite
-	bp := f.c.dataBuf()
-	defer f.c.dataPool.Put(bp)
 	// One encoder serves every WRITE: sendThenClose calls them in order, each just
 	// before its request goes out.
 	off := 0
-	enc := func(id uint32) []byte {
-		n := copy((*bp)[dataOff:dataOff+size], data[off:])
+	enc := func(id uint32) ([]byte, packetRef) {
+		pp := &pooledPacket{bp: f.c.dataBuf(), pool: &f.c.dataPool}
+		pp.refs.Store(1) // the writer's, told when it is done with the packet
+		n := copy((*pp.bp)[dataOff:dataOff+size], data[off:])
 		// It cannot fail: decodeHandle refused handles longer than packetSlack has
 		// room for.
-		pkt, _ := writePacket(*bp, id, f.handle, int64(off), n)
+		pkt, _ := writePacket(*pp.bp, id, f.handle, int64(off), n)
 		off += n
-		return pkt
+		return pkt, pp
 	}
-	encs := make([]func(id uint32) []byte, (len(data)+size-1)/size)
+	encs := make([]encoder, (len(data)+size-1)/size)
 	for i := range encs {
 		encs[i] = enc
 	}

@@ -66,9 +66,11 @@ type pendingReq struct {
 // nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
 // does, and otherwise in the background, so the handle is closed whatever happens. An
 // error means some requests did not go out: those have sent false. Each enc is called
-// just before its request is sent, and the packet it returns may be reused once the
-// next enc is called: the channel has copied it by then.
-func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) []byte) (reqs []pendingReq, cls pendingReq, err error) {
+// just before its request is sent. It returns the packet and, for a packet in a buffer
+// that is to be reused, the packetRef the channel's writer tells once it no longer
+// reads it (see conn.sendRef): a packet longer than copyMax is written from the
+// buffer itself, after sendThenClose has returned.
+func (f *File) sendThenClose(ctx, cctx context.Context, encs []encoder) (reqs []pendingReq, cls pendingReq, err error) {
 	first := false
 	f.closeOnce.Do(func() {
 		first = true
@@ -86,7 +88,8 @@ func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) [
 			break
 		}
 		id := cn.newID()
-		reqs[i], err = sendReq(ctx, cn, id, enc(id))
+		pkt, ref := enc(id)
+		reqs[i], err = sendReqRef(ctx, cn, id, pkt, ref)
 	}
 	bp := cn.smallPool.Get().(*[]byte)
 	id := cn.newID()
@@ -98,14 +101,30 @@ func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) [
 	return reqs, cls, err
 }
 
+// encoder builds the packet of request id for sendThenClose; ref, if not nil, is told
+// once the channel no longer reads the packet.
+type encoder func(id uint32) (pkt []byte, ref packetRef)
+
+// unshared makes an encoder of build, for a packet in a buffer nobody reuses.
+func unshared(build func(id uint32) []byte) encoder {
+	return func(id uint32) ([]byte, packetRef) { return build(id), nil }
+}
+
 // sendReq sends pkt, request id, on cn, with a reply channel from cn's pool. On an
-// error nothing was sent, and the channel is back in the pool.
+// error nothing was sent, and the channel is back in the pool. pkt must not be reused
+// unless it is no longer than copyMax (see conn.send).
 func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, error) {
+	return sendReqRef(ctx, cn, id, pkt, nil)
+}
+
+// sendReqRef is sendReq for a packet whose buffer the caller reuses once ref is told
+// (conn.sendRef).
+func sendReqRef(ctx context.Context, cn *conn, id uint32, pkt []byte, ref packetRef) (pendingReq, error) {
 	ch, _ := cn.replyChans.Get().(chan response)
 	if ch == nil {
 		ch = make(chan response, 1)
 	}
-	if err := cn.send(ctx, id, pkt, ch); err != nil {
+	if err := cn.sendRef(ctx, id, pkt, ch, ref); err != nil {
 		cn.replyChans.Put(ch) // not registered: nothing will come
 		return pendingReq{id: id, err: err}, err
 	}
@@ -271,9 +290,9 @@ func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallRea
 	wants := []uint32{uint32(size), probe}
 	// Both READs are built in one buffer: the first has gone out when the second is.
 	pkt := make([]byte, 0, readPacketLen(f.handle))
-	encs := []func(id uint32) []byte{
-		func(id uint32) []byte { return appendRead(pkt, id, f.handle, 0, uint32(size)) },
-		func(id uint32) []byte { return appendRead(pkt, id, f.handle, uint64(size), probe) },
+	encs := []encoder{
+		unshared(func(id uint32) []byte { return appendRead(pkt, id, f.handle, 0, uint32(size)) }),
+		unshared(func(id uint32) []byte { return appendRead(pkt, id, f.handle, uint64(size), probe) }),
 	}
 	slots := []*[]byte{&g.first, &g.probe}
 	if size == 0 {
@@ -424,9 +443,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 		t.abortPut(f, part, 0)
 		return fmt.Errorf("sftp: %w", err)
 	}
-	encs := make([]func(id uint32) []byte, len(steps))
+	encs := make([]encoder, len(steps))
 	for i, s := range steps {
-		encs[i] = s.enc
+		encs[i] = unshared(s.enc)
 	}
 	reqs, cls, err := f.sendThenClose(ctx, t.ctx, encs)
 	var acked int64

@@ -34,10 +34,10 @@ type serverProc struct {
 	exited chan struct{} // closed once the process has been reaped
 	err    error         // cmd.Wait's result; read after <-exited
 
-	// Each Write of the client to the server puts a token on writeStarted as it starts
-	// and on writeDone as it ends (dropped when the channel is full: writeStarted holds
-	// one, writeDone enough to count a test's requests). Tests wait on them to know a
-	// request is on its way, where nothing else would tell them.
+	// Each Write of the client to the server puts a token on writeStarted as it starts,
+	// and each request it completes one on writeDone (dropped when the channel is full:
+	// writeStarted holds one, writeDone enough to count a test's requests). Tests wait
+	// on them to know a request is on its way, where nothing else would tell them.
 	writeStarted, writeDone chan struct{}
 
 	onReply atomic.Pointer[replyStop] // see stopAfterReplies
@@ -98,22 +98,27 @@ type signalReader struct {
 	srv *serverProc
 
 	replies atomic.Int64 // whole packets read so far, VERSION included
-	hdr     [4]byte      // the length field being read
-	inHdr   int          // bytes of it read
-	left    uint32       // bytes of the current packet's body still to come
+	packets packetCounter
+}
+
+// packetCounter follows SFTP packets' length fields across a byte stream cut anywhere.
+type packetCounter struct {
+	hdr   [4]byte // the length field being read
+	inHdr int     // bytes of it read
+	left  uint32  // bytes of the current packet's body still to come
 }
 
 func (s *signalReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	s.count(p[:n])
+	s.replies.Add(int64(s.packets.count(p[:n])))
 	if stop := s.srv.onReply.Load(); stop != nil && int(s.replies.Load()) >= stop.at && s.srv.onReply.CompareAndSwap(stop, nil) {
 		stop.done <- s.srv.stopNow()
 	}
 	return n, err
 }
 
-// count advances the packet count over b.
-func (s *signalReader) count(b []byte) {
+// count follows the stream over b and returns how many packets ended in it.
+func (s *packetCounter) count(b []byte) (ended int) {
 	for len(b) > 0 {
 		if s.left == 0 {
 			k := copy(s.hdr[s.inHdr:], b)
@@ -124,7 +129,7 @@ func (s *signalReader) count(b []byte) {
 			}
 			s.inHdr, s.left = 0, binary.BigEndian.Uint32(s.hdr[:])
 			if s.left == 0 {
-				s.replies.Add(1)
+				ended++
 			}
 			continue
 		}
@@ -132,22 +137,29 @@ func (s *signalReader) count(b []byte) {
 		s.left -= k
 		b = b[k:]
 		if s.left == 0 {
-			s.replies.Add(1)
+			ended++
 		}
 	}
+	return ended
 }
 
 func (s *signalReader) Close() error { return s.r.Close() }
 
+// signalWriter tells the tests about the client's writes: writeStarted as a Write
+// begins, writeDone once for each request it completes (the client's channel writer
+// may send several requests in one Write, so Writes are not requests).
 type signalWriter struct {
-	w   io.WriteCloser
-	srv *serverProc
+	w       io.WriteCloser
+	srv     *serverProc
+	packets packetCounter
 }
 
 func (s *signalWriter) Write(p []byte) (int, error) {
 	notify(s.srv.writeStarted)
 	n, err := s.w.Write(p)
-	notify(s.srv.writeDone)
+	for range s.packets.count(p[:n]) {
+		notify(s.srv.writeDone)
+	}
 	return n, err
 }
 
