@@ -35,7 +35,8 @@ type serverProc struct {
 	err    error         // cmd.Wait's result; read after <-exited
 
 	// Each Write of the client to the server puts a token on writeStarted as it starts,
-	// and each request it completes one on writeDone (dropped when the channel is full:
+	// and each request it completes one on writeDone, both before the bytes go out (see
+	// signalWriter; tokens are dropped when the channel is full:
 	// writeStarted holds one, writeDone enough to count a test's requests). Tests wait
 	// on them to know a request is on its way, where nothing else would tell them.
 	writeStarted, writeDone chan struct{}
@@ -146,8 +147,11 @@ func (s *packetCounter) count(b []byte) (ended int) {
 func (s *signalReader) Close() error { return s.r.Close() }
 
 // signalWriter tells the tests about the client's writes: writeStarted as a Write
-// begins, writeDone once for each request it completes (the client's channel writer
-// may send several requests in one Write, so Writes are not requests).
+// begins, and writeDone once for each request the Write completes (the client's
+// channel writer may send several requests in one Write, so Writes are not requests).
+// Both are told before the bytes go to the pipe: the server can answer a request only
+// after that, so a call that has its reply has been counted (the Write itself runs
+// on the channel's writer goroutine, which nothing orders against the call's return).
 type signalWriter struct {
 	w       io.WriteCloser
 	srv     *serverProc
@@ -156,11 +160,10 @@ type signalWriter struct {
 
 func (s *signalWriter) Write(p []byte) (int, error) {
 	notify(s.srv.writeStarted)
-	n, err := s.w.Write(p)
-	for range s.packets.count(p[:n]) {
+	for range s.packets.count(p) {
 		notify(s.srv.writeDone)
 	}
-	return n, err
+	return s.w.Write(p)
 }
 
 func (s *signalWriter) Close() error { return s.w.Close() }
