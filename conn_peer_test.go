@@ -18,9 +18,6 @@ import (
 // io.Pipes that reads the client's raw packets and writes replies crafted byte by byte,
 // so every ordering, malformation and failure can be produced on demand.
 
-// scriptWait bounds every wait on the peer or on a call, so a hang fails the test.
-const scriptWait = 30 * time.Second
-
 type rawPacket struct {
 	typ  sshfx.PacketType
 	id   uint32 // 0 for INIT
@@ -236,20 +233,14 @@ func mustPipeConn(t *testing.T, script func(p *scriptPeer)) *conn {
 	return c
 }
 
-func scriptCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // recv waits for one value from ch, failing the test instead of hanging.
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(scriptWait):
-		t.Fatalf("nothing arrived within %v", scriptWait)
+	case <-time.After(testTimeout):
+		t.Fatalf("nothing arrived within %v", testTimeout)
 		var zero T
 		return zero
 	}

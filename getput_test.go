@@ -24,9 +24,6 @@ import (
 
 const gpServerPath = "/usr/lib/openssh/sftp-server"
 
-// gpTimeout bounds every wait, so a hang fails the test rather than stalling the run.
-const gpTimeout = 2 * time.Minute
-
 // getPutClient starts `sftp-server -e -d dir` and returns a Client on its pipes and the
 // server's pid. Cleanup closes the Client and waits for the server to exit.
 func getPutClient(t *testing.T, dir string) (*Client, int) {
@@ -41,7 +38,7 @@ func getPutClient(t *testing.T, dir string) (*Client, int) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), gpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	c, err := NewClientPipe(ctx, stdout, stdin)
 	if err != nil {
@@ -54,19 +51,13 @@ func getPutClient(t *testing.T, dir string) (*Client, int) {
 		go func() { exited <- cmd.Wait() }()
 		select {
 		case <-exited:
-		case <-time.After(gpTimeout):
+		case <-time.After(testTimeout):
 			cmd.Process.Kill()
 			<-exited
-			t.Errorf("sftp-server did not exit within %v of its stdin closing", gpTimeout)
+			t.Errorf("sftp-server did not exit within %v of its stdin closing", testTimeout)
 		}
 	})
 	return c, cmd.Process.Pid
-}
-
-func gpCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), gpTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // gpData is n reproducible pseudo-random bytes: a transfer that drops, repeats or

@@ -23,10 +23,6 @@ import (
 
 const sftpServerPath = "/usr/lib/openssh/sftp-server"
 
-// testTimeout bounds every wait in these tests, so a hang fails the test instead of
-// stalling the run until go test's global timeout.
-const testTimeout = 2 * time.Minute
-
 // serverProc is an OpenSSH sftp-server child process speaking over pipes.
 type serverProc struct {
 	cmd    *exec.Cmd
@@ -333,13 +329,6 @@ func startPipeServer(t testing.TB, cmd *exec.Cmd, wrap func(io.ReadCloser, io.Wr
 		}
 	})
 	return c
-}
-
-// testCtx bounds a test's client calls.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // within runs f and fails the test if it does not return in time: for File methods,

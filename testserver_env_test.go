@@ -17,10 +17,6 @@ import (
 // Shared scaffolding for the tests that run the client against the in-process
 // testserver: faults the server injects on demand, cancellation, and concurrency.
 
-// tsWait bounds every wait in these tests. It is far beyond what any of them needs, so
-// it never decides a pass; it only turns a hang into a failure.
-const tsWait = 30 * time.Second
-
 // newTestServerClient starts a testserver with opts and a Client on one session of it.
 // Cleanup closes the Client, then the server, then checks that the test left no
 // goroutine behind (the check is registered first, so it runs last).
@@ -43,13 +39,6 @@ func tsNoLeaks(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
-// tsCtx is a context for client calls that are expected to succeed.
-func tsCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // tsGo runs f on its own goroutine; its result arrives on the returned channel.
 func tsGo[T any](f func() T) <-chan T {
 	ch := make(chan T, 1)
@@ -60,13 +49,13 @@ func tsGo[T any](f func() T) <-chan T {
 // tsRecv waits for one value from ch, failing the test instead of hanging.
 func tsRecv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(tsWait)
+	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		t.Fatalf("%s: no result within %v", what, tsWait)
+		t.Fatalf("%s: no result within %v", what, testTimeout)
 		var zero T
 		return zero
 	}
@@ -75,7 +64,7 @@ func tsRecv[T any](t testing.TB, ch <-chan T, what string) T {
 // tsWaitStalled waits until n replies are withheld by the server's Stall hook.
 func tsWaitStalled(t testing.TB, srv *testserver.Server, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.NoError(t, srv.WaitStalled(ctx, n), "waiting for %d stalled replies", n)
 }
@@ -120,13 +109,13 @@ func (w *closeWatch) observe(r testserver.Request) {
 // waitHandles waits until srv has no open handle, waking at each CLOSE executed.
 func (w *closeWatch) waitHandles(t testing.TB, srv *testserver.Server) {
 	t.Helper()
-	timer := time.NewTimer(tsWait)
+	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
 	for srv.OpenHandles() != 0 {
 		select {
 		case <-w.ch:
 		case <-timer.C:
-			t.Fatalf("server still has %d open handles after %v", srv.OpenHandles(), tsWait)
+			t.Fatalf("server still has %d open handles after %v", srv.OpenHandles(), testTimeout)
 		}
 	}
 }
