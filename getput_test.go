@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,42 +21,11 @@ import (
 // Tests of Get and Put against OpenSSH's sftp-server over pipes. The server runs on
 // this machine, so a "remote" path is also a local path the test can inspect.
 
-const gpServerPath = "/usr/lib/openssh/sftp-server"
-
-// getPutClient starts `sftp-server -e -d dir` and returns a Client on its pipes and the
-// server's pid. Cleanup closes the Client and waits for the server to exit.
+// getPutClient is sftpServerClient (testenv_test.go) on dir, with the server's pid.
 func getPutClient(t *testing.T, dir string) (*Client, int) {
 	t.Helper()
-	if _, err := os.Stat(gpServerPath); err != nil {
-		t.Skipf("OpenSSH sftp-server is not installed at %s: %v", gpServerPath, err)
-	}
-	cmd := exec.Command(gpServerPath, "-e", "-d", dir)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c, err := NewClientPipe(ctx, stdout, stdin)
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("NewClientPipe: %v", err)
-	}
-	t.Cleanup(func() {
-		require.NoError(t, c.Close())
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case <-exited:
-		case <-time.After(testTimeout):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("sftp-server did not exit within %v of its stdin closing", testTimeout)
-		}
-	})
-	return c, cmd.Process.Pid
+	c, srv := sftpServerClient(t, dir, nil)
+	return c, srv.pid
 }
 
 // gpData is n reproducible pseudo-random bytes: a transfer that drops, repeats or

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sftp/internal/sshdtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -177,8 +179,61 @@ func (p *serverProc) waitExit(t testing.TB) {
 // it over pipes. Cleanup closes the Client, then waits for the server to exit.
 func newServerClient(t testing.TB, dir string, args ...string) *Client {
 	t.Helper()
-	c, _ := startServer(t, dir, nil, args...)
+	c, _ := sftpServerClient(t, dir, nil, args...)
 	return c
+}
+
+// startedServer is an sftp-server started by sftpServerClient.
+type startedServer struct {
+	pid int
+	// exit is cmd.Wait's result, set by sftpServerClient's cleanup: a cleanup
+	// registered before sftpServerClient was called runs after it and may read it.
+	exit error
+}
+
+// sftpServerClient is the one way these tests start OpenSSH's sftp-server over pipes
+// for a Client that needs nothing but the server (internal/sshdtest starts it: `-e -d
+// dir args...`; the test is skipped where sftp-server is not installed). Cleanup closes
+// the Client, which closes the server's stdin, then waits for the server to exit,
+// killing it after testTimeout, and shows its stderr if the test failed. A non-zero exit
+// is no failure by itself: tests provoke it (an oversized packet makes sftp-server exit).
+// Tests that stop, kill or watch the server use startServer instead.
+func sftpServerClient(t testing.TB, dir string, opts []Option, args ...string) (*Client, *startedServer) {
+	t.Helper()
+	stderr := &lockedBuffer{}
+	cmd, r, w, err := sshdtest.StartSFTPServerCmd(dir, stderr, args...)
+	if errors.Is(err, sshdtest.ErrUnavailable) {
+		t.Skipf("skipping: %v", err)
+	}
+	require.NoError(t, err)
+	srv := &startedServer{pid: cmd.Process.Pid}
+	// cmd.Wait closes r, so it is called only once the Client is done reading.
+	wait := func() error {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(testTimeout):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("sftp-server killed: it did not exit within %v of its stdin closing (%v)", testTimeout, <-done)
+		}
+	}
+	c, err := NewClientPipe(testCtx(t), r, w, opts...)
+	if err != nil {
+		// NewClientPipe closed r and w: the server sees EOF and exits.
+		t.Fatalf("NewClientPipe to sftp-server: %v (exit: %v); stderr:\n%s", err, wait(), stderr.String())
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Client.Close: %v", err)
+		}
+		srv.exit = wait()
+		if t.Failed() {
+			t.Logf("sftp-server exit: %v; stderr:\n%s", srv.exit, stderr.String())
+		}
+	})
+	return c, srv
 }
 
 // startServer is newServerClient with Client options and the process, for tests that
