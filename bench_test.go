@@ -9,6 +9,8 @@ import (
 	"testing"
 )
 
+// Harness: benchmarks (speed lives here, never in tests' thresholds).
+//
 // Benchmarks are hermetic: OpenSSH's sftp-server over pipes (files in /dev/shm when
 // it exists, so the disk stays out of the numbers) and, in bench_server_test.go, the
 // in-process test server. Compare runs with benchstat.

@@ -18,6 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Helpers: the io/fs view (fs.go) against OpenSSH's sftp-server over pipes.
+//
+// This file provides fsTestClient (sftpServerClient, also asserting the server's clean
+// exit) and fsTree (a tree testing/fstest.TestFS walks). Tests of Client.FS, its files
+// and directories go here; the model-based fs tests (model_fs_test.go) run the same
+// view under faults.
+
 // fsTestClient is sftpServerClient (testenv_test.go) on dir; the server must also exit
 // cleanly once the Client is closed.
 func fsTestClient(t *testing.T, dir string, opts ...Option) *Client {

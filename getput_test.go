@@ -18,8 +18,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Helpers: Get and Put against OpenSSH's sftp-server over pipes.
+//
 // Tests of Get and Put against OpenSSH's sftp-server over pipes. The server runs on
-// this machine, so a "remote" path is also a local path the test can inspect.
+// this machine, so a "remote" path is also a local path the test can inspect. This
+// file provides getPutClient (sftpServerClient with the server's pid, for counting its
+// open files), gpData (reproducible bytes a dropped, repeated or reordered piece cannot
+// produce), gpWrite and gpRead. Where tests go: a single-file Get/Put here; trees in
+// treeall_test.go (GetAll/PutAll, TreeError), walk_test.go (walking, its bounds in
+// walk_bounds_test.go), landing_test.go (where a copy lands); Resume in resume_test.go;
+// the memory account in budget_test.go; symlink order in symlink_order_test.go;
+// progress and part files beside the mechanism that makes them.
 
 // getPutClient is sftpServerClient (testenv_test.go) on dir, with the server's pid.
 func getPutClient(t *testing.T, dir string) (*Client, int) {

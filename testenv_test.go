@@ -23,6 +23,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Harness: OpenSSH's sftp-server over pipes, the package's default test server.
+//
+// This file provides a Client on a real sftp-server run on this machine over a pair of
+// pipes: no SSH, no network, so a "remote" path is also a local path the test can
+// create and inspect. Use it for any behaviour that belongs to a real server (what a
+// call sends and what comes back), which is most tests:
+//
+//   - newServerClient(t, dir, args...) and sftpServerClient(t, dir, opts, args...): a
+//     Client and nothing else; the server is started by internal/sshdtest. getPutClient
+//     (getput_test.go), fsTestClient (fs_test.go) and benchServerClient (bench_test.go)
+//     are this, under their files' names.
+//   - startServer(t, dir, opts, args...): the same with the process (*serverProc), for
+//     tests that stop (SIGSTOP), resume or kill the server mid-call, or wait for the
+//     client's writes (writeStarted, writeDone) and replies (stopAfterReplies).
+//   - startPipeServer(t, cmd, wrap, opts...): any other SFTP server speaking on its
+//     stdin and stdout (rclone: newRcloneClient), optionally behind a packet tap.
+//   - within: bounds a call that takes no ctx (File methods); lockedBuffer.
+//
+// testenv_linux_test.go holds the Linux-only parts (stopping a process, reading back
+// owners, times, FIFOs, statfs) and testenv_other_test.go their skipping stand-ins.
+//
+// Where tests go: a test of one call goes in the test file named after the source file
+// that implements it (dir.go: dir_test.go), using this harness. Faults and attacks a
+// real server will not produce use the in-process server (testserver_env_test.go);
+// exact byte orderings, the scripted peer (conn_peer_test.go); several channels on one
+// SSH connection, the private sshd (stripeenv_test.go); differences between servers,
+// the cross-server suite (xs_test.go). docs/design.md, "Where a test goes", has the
+// table. Every wait is bounded as testctx_test.go says.
+
 const sftpServerPath = "/usr/lib/openssh/sftp-server"
 
 // serverProc is an OpenSSH sftp-server child process speaking over pipes.

@@ -14,8 +14,28 @@ import (
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
-// Shared scaffolding for the tests that run the client against the in-process
-// testserver: faults the server injects on demand, cancellation, and concurrency.
+// Harness: the in-process server (internal/testserver).
+//
+// This file provides a Client on internal/testserver, an SFTP server in this process
+// that shares no code with the client and does on demand what a real server will not:
+// withhold a reply (Stall), corrupt or reorder one (Corrupt), delay every reply
+// (Latency), report its open handles, and serve from memory. Use it for faults,
+// cancellation, hostile servers and concurrency, never for behaviour that belongs to a
+// real server (use testenv_test.go's sftp-server for that).
+//
+//   - newTestServerClient(t, opts, clientOpts...): a Client on one session of a fresh
+//     server; cleanup closes both and checks, per test, that no goroutine outlived it
+//     (tsNoLeaks).
+//   - tsGo / tsRecv: run a call on its own goroutine and wait, bounded, for its result.
+//   - tsWaitStalled, stallFirst, ofType, atOrPast: withhold chosen replies and wait
+//     until they are withheld, rather than sleeping.
+//   - closeWatch / waitHandles: wait for the server's handles to drain at each CLOSE.
+//
+// Where tests go: a fault in one mechanism goes in that mechanism's test file (dir.go:
+// dir_test.go) using this harness; faults across the whole client in faults_test.go,
+// cancellation in cancel_test.go, hostile servers in hostile_test.go and
+// budget_hostile_test.go, concurrency in concurrency_test.go. tsCtx is testCtx
+// (testctx_test.go).
 
 // newTestServerClient starts a testserver with opts and a Client on one session of it.
 // Cleanup closes the Client, then the server, then checks that the test left no
