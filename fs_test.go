@@ -22,8 +22,8 @@ import (
 //
 // This file provides fsTestClient (sftpServerClient, also asserting the server's clean
 // exit) and fsTree (a tree testing/fstest.TestFS walks). Tests of Client.FS, its files
-// and directories go here; the model-based fs tests (model_fs_test.go) run the same
-// view under faults.
+// and directories go here; model_fs_test.go runs fstest.TestFS and iotest.TestReader
+// over the same view on every real server of the cross-server suite.
 
 // fsTestClient is sftpServerClient (testenv_test.go) on dir; the server must also exit
 // cleanly once the Client is closed.
