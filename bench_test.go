@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
 
+// Harness: benchmarks (speed lives here, never in tests' thresholds).
+//
 // Benchmarks are hermetic: OpenSSH's sftp-server over pipes (files in /dev/shm when
 // it exists, so the disk stays out of the numbers) and, in bench_server_test.go, the
 // in-process test server. Compare runs with benchstat.
@@ -35,32 +36,10 @@ func benchDir(b *testing.B) string {
 	return d
 }
 
-// benchServerClient starts sftp-server on dir over pipes.
+// benchServerClient is sftpServerClient (testenv_test.go): sftp-server on dir over pipes.
 func benchServerClient(b *testing.B, dir string, opts ...Option) *Client {
 	b.Helper()
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		b.Skip("OpenSSH sftp-server is not installed")
-	}
-	cmd := exec.Command(sftpServerPath, "-d", dir)
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	c, err := NewClientPipe(context.Background(), r, w, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		c.Close()
-		cmd.Wait()
-	})
+	c, _ := sftpServerClient(b, dir, opts)
 	return c
 }
 

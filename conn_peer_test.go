@@ -14,12 +14,17 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// These tests drive conn against a scripted peer: a goroutine on the other end of two
-// io.Pipes that reads the client's raw packets and writes replies crafted byte by byte,
-// so every ordering, malformation and failure can be produced on demand.
-
-// scriptWait bounds every wait on the peer or on a call, so a hang fails the test.
-const scriptWait = 30 * time.Second
+// Harness: the scripted peer.
+//
+// This file provides a scripted peer: a goroutine on the other end of two io.Pipes
+// that reads the client's raw packets (rawPacket) and writes replies crafted byte by
+// byte, so every ordering, malformation and failure of the wire can be produced on
+// demand, down to a reply split across reads. Use it for conn itself (framing, request
+// ids, the single failure path, what a broken VERSION or a reply of the wrong type
+// does) and for fuzzing the client's decoding (fuzz_client_test.go); use the
+// in-process server (testserver_env_test.go) when a server that keeps its state is
+// easier than a script. Tests of conn's behaviour go in conn_test.go or here; scriptCtx
+// is testCtx (testctx_test.go).
 
 type rawPacket struct {
 	typ  sshfx.PacketType
@@ -236,20 +241,14 @@ func mustPipeConn(t *testing.T, script func(p *scriptPeer)) *conn {
 	return c
 }
 
-func scriptCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), scriptWait)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // recv waits for one value from ch, failing the test instead of hanging.
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(scriptWait):
-		t.Fatalf("nothing arrived within %v", scriptWait)
+	case <-time.After(testTimeout):
+		t.Fatalf("nothing arrived within %v", testTimeout)
 		var zero T
 		return zero
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -293,4 +295,98 @@ func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, tsRecv(t, res, "Get"), context.Canceled)
 	srv.ReleaseStalled()
+}
+
+// The engine's bookkeeping, directly: prefixTracker (what is known done when pieces
+// complete in any order) and firstFailure (which failure the caller gets).
+
+// TestPrefixTracker completes a file's pieces in shuffled orders and checks, after
+// every piece, that the prefix is exactly the end of the contiguous run of completed
+// pieces from the start (computed here the slow way), and that at the end nothing is
+// left waiting ahead of it.
+func TestPrefixTracker(t *testing.T) {
+	t.Run("gap", prefixTrackerGap)
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		start := int64(rng.IntN(3)) * 1000 // 0, or a resumed transfer's offset
+		type piece struct {
+			off int64
+			n   int
+		}
+		var pieces []piece
+		off := start
+		for range 1 + rng.IntN(40) {
+			n := 1 + rng.IntN(5000)
+			pieces = append(pieces, piece{off, n})
+			off += int64(n)
+		}
+		end := off
+		rng.Shuffle(len(pieces), func(i, j int) { pieces[i], pieces[j] = pieces[j], pieces[i] })
+
+		p := newPrefixTracker(start, 4)
+		completed := map[int64]int{}
+		for i, pc := range pieces {
+			p.done(pc.off, pc.n)
+			completed[pc.off] = pc.n
+			want := start
+			for n, ok := completed[want]; ok; n, ok = completed[want] {
+				want += int64(n)
+			}
+			require.Equal(t, want, p.prefix, "seed %d, after piece %d (%d+%d)", seed, i, pc.off, pc.n)
+			for o := range p.ahead {
+				require.Greater(t, o, p.prefix, "seed %d: a piece at %d is kept ahead of the prefix %d", seed, o, p.prefix)
+			}
+		}
+		require.Equal(t, end, p.prefix, "seed %d: every piece done", seed)
+		require.Empty(t, p.ahead, "seed %d: nothing left ahead once all is done", seed)
+	}
+}
+
+// prefixTrackerGap: a piece that never completes holds the prefix at its offset,
+// however much completes after it.
+func prefixTrackerGap(t *testing.T) {
+	p := newPrefixTracker(100, 4)
+	p.done(100, 10) // [100,110)
+	p.done(120, 10) // [120,130): [110,120) never arrives
+	p.done(130, 10)
+	require.Equal(t, int64(110), p.prefix)
+	require.Len(t, p.ahead, 2)
+	p.done(110, 10)
+	require.Equal(t, int64(140), p.prefix)
+	require.Empty(t, p.ahead)
+}
+
+// TestFirstFailure: whatever order failures arrive in, the one kept is at the lowest
+// offset, and of several at that offset the first to arrive; no failure, no error.
+func TestFirstFailure(t *testing.T) {
+	var none firstFailure
+	require.NoError(t, none.err, "no failure reported")
+
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var f firstFailure
+		var want error
+		wantAt := int64(-1)
+		for i := range 1 + rng.IntN(20) {
+			at := int64(rng.IntN(8)) * 4096
+			err := fmt.Errorf("failure %d at %d", i, at)
+			f.fail(at, err)
+			if wantAt < 0 || at < wantAt {
+				want, wantAt = err, at
+			}
+			require.Same(t, want, f.err, "seed %d, after failure %d", seed, i)
+			require.Equal(t, wantAt, f.errAt, "seed %d, after failure %d", seed, i)
+		}
+	}
+
+	var f firstFailure
+	later := errors.New("at 8192")
+	f.fail(8192, later)
+	f.fail(8192, errors.New("again at 8192"))
+	require.Same(t, later, f.err, "an equal offset keeps the first")
+	lower := errors.New("at 0")
+	f.fail(0, lower)
+	f.fail(4096, errors.New("at 4096"))
+	require.Same(t, lower, f.err, "a lower offset replaces, a higher one does not")
+	require.Equal(t, int64(0), f.errAt)
 }

@@ -2,14 +2,12 @@ package sftp
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,45 +18,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const fsTestServer = "/usr/lib/openssh/sftp-server"
+// Helpers: the io/fs view (fs.go) against OpenSSH's sftp-server over pipes.
+//
+// This file provides fsTestClient (sftpServerClient, also asserting the server's clean
+// exit) and fsTree (a tree testing/fstest.TestFS walks). Tests of Client.FS, its files
+// and directories go here; model_fs_test.go runs fstest.TestFS and iotest.TestReader
+// over the same view on every real server of the cross-server suite.
 
-// fsTestClient starts OpenSSH's sftp-server in dir over pipes and returns a Client
-// for it. Cleanup closes the Client and waits, bounded, for the server to exit.
+// fsTestClient is sftpServerClient (testenv_test.go) on dir; the server must also exit
+// cleanly once the Client is closed.
 func fsTestClient(t *testing.T, dir string, opts ...Option) *Client {
 	t.Helper()
-	cmd := exec.Command(fsTestServer, "-e", "-d", dir)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-
-	wait := func() error {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			return errors.New("sftp-server did not exit after its stdin was closed")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := NewClientPipe(ctx, stdout, stdin, opts...)
-	if err != nil {
-		cmd.Process.Kill()
-		wait()
-		require.NoError(t, err, "stderr: %s", stderr.String())
-	}
+	var srv *startedServer
+	// Registered first, so it runs after sftpServerClient's cleanup has reaped the server.
 	t.Cleanup(func() {
-		require.NoError(t, c.Close())
-		require.NoError(t, wait(), "stderr: %s", stderr.String())
+		if srv != nil {
+			require.NoError(t, srv.exit, "sftp-server's exit")
+		}
 	})
+	c, srv := sftpServerClient(t, dir, opts)
 	return c
 }
 

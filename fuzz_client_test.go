@@ -38,7 +38,7 @@ func FuzzClientReplies(f *testing.F) {
 // servers take rather than from a channel that dies at once.
 func TestScriptedRepliesHarness(t *testing.T) {
 	tsNoLeaks(t)
-	got := runScripted(t, scriptedHappy(), tsWait)
+	got := runScripted(t, scriptedHappy(), testTimeout)
 	require.NoError(t, got.statErr)
 	require.Equal(t, int64(scriptedSize), got.statSize)
 	require.NoError(t, got.openErr)
@@ -123,7 +123,7 @@ func runScripted(t *testing.T, stream []byte, deadline time.Duration) scriptedRe
 		defer cancel()
 		fn(ctx)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	c, err := NewClientPipe(ctx, clientR, clientW)
 	cancel()
 	require.NoError(t, err, "VERSION is valid: NewClientPipe must succeed")
@@ -163,8 +163,8 @@ func runScripted(t *testing.T, stream []byte, deadline time.Duration) scriptedRe
 	}()
 	select {
 	case <-done:
-	case <-time.After(tsWait):
-		t.Fatalf("Client.Close or the peer did not finish within %v", tsWait)
+	case <-time.After(testTimeout):
+		t.Fatalf("Client.Close or the peer did not finish within %v", testTimeout)
 	}
 	// A reply that breaks the protocol closes the channel: whichever call met it, and
 	// whichever check fired, its error must say so the way every later call's does.

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,54 +18,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Helpers: Get and Put against OpenSSH's sftp-server over pipes.
+//
 // Tests of Get and Put against OpenSSH's sftp-server over pipes. The server runs on
-// this machine, so a "remote" path is also a local path the test can inspect.
+// this machine, so a "remote" path is also a local path the test can inspect. This
+// file provides getPutClient (sftpServerClient with the server's pid, for counting its
+// open files), gpData (reproducible bytes a dropped, repeated or reordered piece cannot
+// produce), gpWrite and gpRead. Where tests go: a single-file Get/Put here; trees in
+// treeall_test.go (GetAll/PutAll, TreeError), walk_test.go (walking, its bounds in
+// walk_bounds_test.go), landing_test.go (where a copy lands); Resume in resume_test.go;
+// the memory account in budget_test.go; symlink order in symlink_order_test.go;
+// progress and part files beside the mechanism that makes them.
 
-const gpServerPath = "/usr/lib/openssh/sftp-server"
-
-// gpTimeout bounds every wait, so a hang fails the test rather than stalling the run.
-const gpTimeout = 2 * time.Minute
-
-// getPutClient starts `sftp-server -e -d dir` and returns a Client on its pipes and the
-// server's pid. Cleanup closes the Client and waits for the server to exit.
+// getPutClient is sftpServerClient (testenv_test.go) on dir, with the server's pid.
 func getPutClient(t *testing.T, dir string) (*Client, int) {
 	t.Helper()
-	if _, err := os.Stat(gpServerPath); err != nil {
-		t.Skipf("OpenSSH sftp-server is not installed at %s: %v", gpServerPath, err)
-	}
-	cmd := exec.Command(gpServerPath, "-e", "-d", dir)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), gpTimeout)
-	defer cancel()
-	c, err := NewClientPipe(ctx, stdout, stdin)
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("NewClientPipe: %v", err)
-	}
-	t.Cleanup(func() {
-		require.NoError(t, c.Close())
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case <-exited:
-		case <-time.After(gpTimeout):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("sftp-server did not exit within %v of its stdin closing", gpTimeout)
-		}
-	})
-	return c, cmd.Process.Pid
-}
-
-func gpCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), gpTimeout)
-	t.Cleanup(cancel)
-	return ctx
+	c, srv := sftpServerClient(t, dir, nil)
+	return c, srv.pid
 }
 
 // gpData is n reproducible pseudo-random bytes: a transfer that drops, repeats or

@@ -11,8 +11,12 @@ import (
 	"github.com/sluicehq/sftp/internal/sshdtest"
 )
 
-// TestMain checks that no test leaves a goroutine behind: every channel's reader must
-// end when its Client is closed, and transfers start none of their own.
+// Harness: the package-wide leak check.
+//
+// TestMain checks that no test leaves a goroutine behind: every channel's reader and
+// writer must end when its Client is closed, and every goroutine a transfer starts
+// (its workers, its lanes' closes) must end before the call returns or the Client
+// closes. tsNoLeaks (testserver_env_test.go) says which test leaked.
 func TestMain(m *testing.M) {
 	skipExamplesWithoutSFTPServer()
 	goleak.VerifyTestMain(m)

@@ -23,10 +23,25 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
+// Harness: a private sshd (internal/sshdtest) on 127.0.0.1.
+//
 // Striping needs several SFTP channels on one SSH connection, so these tests run
 // against a private sshd on loopback. Its sftp-servers log every handle they close
 // (INFO), and /proc shows which files they hold open: the tests check from the
 // server's side that a transfer really used several channels and left no handle open.
+//
+// This file provides stripeEnv (newStripeEnv: one sshd per test, MaxSessions chosen),
+// its clients (client, newClient; through delayproxy for a long link), the server-side
+// checks (serverHandles, waitServerHandles, closedHandles, opened, sessions,
+// requireStriped) and transfers that can trip mid-way (download, upload, tripReader,
+// tripWriter). sshd needs root: these tests skip with the reason as a plain user.
+//
+// Where tests go: the channel pool and channel source (how channels are opened,
+// reused and given up) in stripe_test.go and lanesource_test.go; lanes and striped
+// transfers in stripe_test.go; the main channel's policy in controllane_test.go; SSH
+// session options (env, subsystem, exec) in session_options_test.go. A test that needs
+// several channels but not SSH uses lanesource_test.go's pipeServers (WithPipeOpener
+// over several sftp-servers) instead.
 
 // stripeSize is large enough to stripe and a multiple of no request size.
 const stripeSize = 24<<20 + 12345

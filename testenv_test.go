@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,14 +19,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sftp/internal/sshdtest"
 	"github.com/stretchr/testify/require"
 )
 
-const sftpServerPath = "/usr/lib/openssh/sftp-server"
+// Harness: OpenSSH's sftp-server over pipes, the package's default test server.
+//
+// This file provides a Client on a real sftp-server run on this machine over a pair of
+// pipes: no SSH, no network, so a "remote" path is also a local path the test can
+// create and inspect. Use it for any behaviour that belongs to a real server (what a
+// call sends and what comes back), which is most tests:
+//
+//   - newServerClient(t, dir, args...) and sftpServerClient(t, dir, opts, args...): a
+//     Client and nothing else; the server is started by internal/sshdtest. getPutClient
+//     (getput_test.go), fsTestClient (fs_test.go) and benchServerClient (bench_test.go)
+//     are this, under their files' names.
+//   - startServer(t, dir, opts, args...): the same with the process (*serverProc), for
+//     tests that stop (SIGSTOP), resume or kill the server mid-call, or wait for the
+//     client's writes (writeStarted, writeDone) and replies (stopAfterReplies).
+//   - startPipeServer(t, cmd, wrap, opts...): any other SFTP server speaking on its
+//     stdin and stdout (rclone: newRcloneClient), optionally behind a packet tap.
+//   - within: bounds a call that takes no ctx (File methods); lockedBuffer.
+//
+// testenv_linux_test.go holds the Linux-only parts (stopping a process, reading back
+// owners, times, FIFOs, statfs) and testenv_other_test.go their skipping stand-ins.
+//
+// Where tests go: a test of one call goes in the test file named after the source file
+// that implements it (dir.go: dir_test.go), using this harness. Faults and attacks a
+// real server will not produce use the in-process server (testserver_env_test.go);
+// exact byte orderings, the scripted peer (conn_peer_test.go); several channels on one
+// SSH connection, the private sshd (stripeenv_test.go); differences between servers,
+// the cross-server suite (xs_test.go). docs/design.md, "Where a test goes", has the
+// table. Every wait is bounded as testctx_test.go says.
 
-// testTimeout bounds every wait in these tests, so a hang fails the test instead of
-// stalling the run until go test's global timeout.
-const testTimeout = 2 * time.Minute
+const sftpServerPath = "/usr/lib/openssh/sftp-server"
 
 // serverProc is an OpenSSH sftp-server child process speaking over pipes.
 type serverProc struct {
@@ -196,8 +223,61 @@ func (p *serverProc) waitExit(t testing.TB) {
 // it over pipes. Cleanup closes the Client, then waits for the server to exit.
 func newServerClient(t testing.TB, dir string, args ...string) *Client {
 	t.Helper()
-	c, _ := startServer(t, dir, nil, args...)
+	c, _ := sftpServerClient(t, dir, nil, args...)
 	return c
+}
+
+// startedServer is an sftp-server started by sftpServerClient.
+type startedServer struct {
+	pid int
+	// exit is cmd.Wait's result, set by sftpServerClient's cleanup: a cleanup
+	// registered before sftpServerClient was called runs after it and may read it.
+	exit error
+}
+
+// sftpServerClient is the one way these tests start OpenSSH's sftp-server over pipes
+// for a Client that needs nothing but the server (internal/sshdtest starts it: `-e -d
+// dir args...`; the test is skipped where sftp-server is not installed). Cleanup closes
+// the Client, which closes the server's stdin, then waits for the server to exit,
+// killing it after testTimeout, and shows its stderr if the test failed. A non-zero exit
+// is no failure by itself: tests provoke it (an oversized packet makes sftp-server exit).
+// Tests that stop, kill or watch the server use startServer instead.
+func sftpServerClient(t testing.TB, dir string, opts []Option, args ...string) (*Client, *startedServer) {
+	t.Helper()
+	stderr := &lockedBuffer{}
+	cmd, r, w, err := sshdtest.StartSFTPServerCmd(dir, stderr, args...)
+	if errors.Is(err, sshdtest.ErrUnavailable) {
+		t.Skipf("skipping: %v", err)
+	}
+	require.NoError(t, err)
+	srv := &startedServer{pid: cmd.Process.Pid}
+	// cmd.Wait closes r, so it is called only once the Client is done reading.
+	wait := func() error {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(testTimeout):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("sftp-server killed: it did not exit within %v of its stdin closing (%v)", testTimeout, <-done)
+		}
+	}
+	c, err := NewClientPipe(testCtx(t), r, w, opts...)
+	if err != nil {
+		// NewClientPipe closed r and w: the server sees EOF and exits.
+		t.Fatalf("NewClientPipe to sftp-server: %v (exit: %v); stderr:\n%s", err, wait(), stderr.String())
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Client.Close: %v", err)
+		}
+		srv.exit = wait()
+		if t.Failed() {
+			t.Logf("sftp-server exit: %v; stderr:\n%s", srv.exit, stderr.String())
+		}
+	})
+	return c, srv
 }
 
 // startServer is newServerClient with Client options and the process, for tests that
@@ -348,13 +428,6 @@ func startPipeServer(t testing.TB, cmd *exec.Cmd, wrap func(io.ReadCloser, io.Wr
 		}
 	})
 	return c
-}
-
-// testCtx bounds a test's client calls.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // within runs f and fails the test if it does not return in time: for File methods,

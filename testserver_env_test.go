@@ -14,12 +14,28 @@ import (
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
-// Shared scaffolding for the tests that run the client against the in-process
-// testserver: faults the server injects on demand, cancellation, and concurrency.
-
-// tsWait bounds every wait in these tests. It is far beyond what any of them needs, so
-// it never decides a pass; it only turns a hang into a failure.
-const tsWait = 30 * time.Second
+// Harness: the in-process server (internal/testserver).
+//
+// This file provides a Client on internal/testserver, an SFTP server in this process
+// that shares no code with the client and does on demand what a real server will not:
+// withhold a reply (Stall), corrupt or reorder one (Corrupt), delay every reply
+// (Latency), report its open handles, and serve from memory. Use it for faults,
+// cancellation, hostile servers and concurrency, never for behaviour that belongs to a
+// real server (use testenv_test.go's sftp-server for that).
+//
+//   - newTestServerClient(t, opts, clientOpts...): a Client on one session of a fresh
+//     server; cleanup closes both and checks, per test, that no goroutine outlived it
+//     (tsNoLeaks).
+//   - tsGo / tsRecv: run a call on its own goroutine and wait, bounded, for its result.
+//   - tsWaitStalled, stallFirst, ofType, atOrPast: withhold chosen replies and wait
+//     until they are withheld, rather than sleeping.
+//   - closeWatch / waitHandles: wait for the server's handles to drain at each CLOSE.
+//
+// Where tests go: a fault in one mechanism goes in that mechanism's test file (dir.go:
+// dir_test.go) using this harness; faults across the whole client in faults_test.go,
+// cancellation in cancel_test.go, hostile servers in hostile_test.go and
+// budget_hostile_test.go, concurrency in concurrency_test.go. tsCtx is testCtx
+// (testctx_test.go).
 
 // newTestServerClient starts a testserver with opts and a Client on one session of it.
 // Cleanup closes the Client, then the server, then checks that the test left no
@@ -43,13 +59,6 @@ func tsNoLeaks(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 }
 
-// tsCtx is a context for client calls that are expected to succeed.
-func tsCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // tsGo runs f on its own goroutine; its result arrives on the returned channel.
 func tsGo[T any](f func() T) <-chan T {
 	ch := make(chan T, 1)
@@ -60,13 +69,13 @@ func tsGo[T any](f func() T) <-chan T {
 // tsRecv waits for one value from ch, failing the test instead of hanging.
 func tsRecv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(tsWait)
+	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		t.Fatalf("%s: no result within %v", what, tsWait)
+		t.Fatalf("%s: no result within %v", what, testTimeout)
 		var zero T
 		return zero
 	}
@@ -75,7 +84,7 @@ func tsRecv[T any](t testing.TB, ch <-chan T, what string) T {
 // tsWaitStalled waits until n replies are withheld by the server's Stall hook.
 func tsWaitStalled(t testing.TB, srv *testserver.Server, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), tsWait)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.NoError(t, srv.WaitStalled(ctx, n), "waiting for %d stalled replies", n)
 }
@@ -120,13 +129,13 @@ func (w *closeWatch) observe(r testserver.Request) {
 // waitHandles waits until srv has no open handle, waking at each CLOSE executed.
 func (w *closeWatch) waitHandles(t testing.TB, srv *testserver.Server) {
 	t.Helper()
-	timer := time.NewTimer(tsWait)
+	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
 	for srv.OpenHandles() != 0 {
 		select {
 		case <-w.ch:
 		case <-timer.C:
-			t.Fatalf("server still has %d open handles after %v", srv.OpenHandles(), tsWait)
+			t.Fatalf("server still has %d open handles after %v", srv.OpenHandles(), testTimeout)
 		}
 	}
 }

@@ -25,8 +25,8 @@ import (
 // the account sluicetest (made if missing); run as a plain user, as that user.
 func plainServerClient(t *testing.T) (*Client, string) {
 	t.Helper()
-	if _, err := os.Stat(gpServerPath); err != nil {
-		t.Skipf("OpenSSH sftp-server is not installed at %s: %v", gpServerPath, err)
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Skipf("OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
 	}
 	// Not under t.TempDir, whose parent only its owner may enter.
 	dir, err := os.MkdirTemp("", "sluice-plain-")
@@ -35,7 +35,7 @@ func plainServerClient(t *testing.T) (*Client, string) {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	dir, err = filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
-	cmd := exec.Command(gpServerPath, "-e", "-d", dir)
+	cmd := exec.Command(sftpServerPath, "-e", "-d", dir)
 	if os.Geteuid() == 0 {
 		pw := make([]byte, 16)
 		_, _ = rand.Read(pw)

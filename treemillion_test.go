@@ -1,7 +1,6 @@
 package sftp
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,9 +52,9 @@ func TestMillionFileTree(t *testing.T) {
 				start := time.Now()
 				var err error
 				if dir == "get" {
-					err = c.Get(gpCtxFor(t, time.Hour), src, filepath.Join(work, "back"), Recursive())
+					err = c.Get(testCtxFor(t, time.Hour), src, filepath.Join(work, "back"), Recursive())
 				} else {
-					err = c.Put(gpCtxFor(t, time.Hour), filepath.Join(work, "back"), filepath.Join(work, "up"), Recursive())
+					err = c.Put(testCtxFor(t, time.Hour), filepath.Join(work, "back"), filepath.Join(work, "up"), Recursive())
 				}
 				objects, live := peak()
 				require.NoError(t, err)
@@ -97,10 +96,4 @@ func sampleHeap() func() (objects, live uint64) {
 		p := <-result
 		return p[0], p[1]
 	}
-}
-
-func gpCtxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

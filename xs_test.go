@@ -19,10 +19,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Harness: the cross-server suite.
+//
 // One suite, eight real servers (xsservers_test.go). Every scenario runs against each
 // and states what must happen there: where servers differ, the difference is asserted
 // rather than skipped, so a change on either side, or in how the client copes with it,
 // shows up here. docs/servers.md describes each server's behaviour for users.
+//
+// This file provides the scenario machinery: xsCase (setup, the call, the outcome
+// expected per server or group of servers: xsAll, xsExpect.with), xsEnv (one
+// scenario's run on one server) and xsTap (the packets each request sent). Where tests
+// go: a behaviour whose outcome depends on the server (paths, links, modes, times,
+// extensions) is a scenario in xs_paths_test.go or xs_links_test.go, listed by
+// xsScenarios; a new server goes in xsservers_test.go (and internal/realserver) and
+// must state an outcome for every scenario (TestCrossServerScenariosComplete).
 //
 // rclone serves through its VFS, which by default (--vfs-cache-mode off) can only
 // write a file front to back and truncates it on every open for writing, reports every

@@ -15,6 +15,8 @@ import (
 	"github.com/sluicehq/sftp/internal/realserver"
 )
 
+// Harness: the servers of the cross-server suite (xs_test.go says where tests go).
+//
 // The real servers the cross-server scenarios run against, each serving a fresh
 // directory per scenario. Pipe servers speak SFTP on their stdin and stdout; the others
 // are SSH servers on 127.0.0.1, reached with NewClient over x/crypto/ssh, their
