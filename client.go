@@ -13,28 +13,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Names and versions of the OpenSSH extensions this client uses. A server advertises
-// each with a version string, which must match before the extension is used
-// (OpenSSH PROTOCOL §4.2).
-const (
-	extPosixRename   = "posix-rename@openssh.com"
-	extStatVFS       = "statvfs@openssh.com"
-	extFstatVFS      = "fstatvfs@openssh.com"
-	extHardlink      = "hardlink@openssh.com"
-	extFsync         = "fsync@openssh.com"
-	extLsetstat      = "lsetstat@openssh.com"
-	extLimits        = "limits@openssh.com"
-	extExpandPath    = "expand-path@openssh.com"
-	extHomeDirectory = "home-directory"
-	extSymlinkOrder  = "symlink-order@rjk.greenend.org.uk"
-)
-
-var extVersions = map[string]string{
-	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
-	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
-	extCopyData: "1", extUsersGroups: "1",
-}
-
 const (
 	// defaultDataSize is what the draft guarantees every server accepts (packets of at
 	// least 34000 bytes): used when the server does not publish limits@openssh.com.
@@ -43,12 +21,6 @@ const (
 	// the header and a 256-byte handle, like OpenSSH's own client.
 	maxDataSize = 261120
 	minDataSize = 512
-	// packetSlack is the room a data buffer keeps beyond its payload for the header of
-	// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
-	packetSlack   = 1024
-	defaultFlight = 64
-	// defaultChannels is the ceiling of lanes a transfer may use (see WithChannels).
-	defaultChannels = 16
 )
 
 type options struct {

@@ -73,14 +73,6 @@ type Dir struct {
 	batch int // READDIRs the next batch sends; 0 until a whole listing starts
 }
 
-// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
-// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
-// READDIR at a time pays two round trips where one would do: the first batch sends
-// two, which brings a small directory's page and its EOF together. A listing that
-// goes on doubles its batch up to readAhead, so a large directory costs a round trip
-// per readAhead pages; what is in flight is bounded by readAhead replies.
-const readAhead = 4
-
 // OpenDir opens the named directory for reading. ctx bounds only the open; each read
 // takes its own ctx (ReadDirContext), or none (ReadDir), and Close ends any read.
 func (c *Client) OpenDir(ctx context.Context, name string) (*Dir, error) {

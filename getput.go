@@ -23,8 +23,6 @@ import (
 // that Resume can find what an interrupted transfer left.
 const partSuffix = ".sluice-part"
 
-const defaultParallel = 16
-
 type transferOptions struct {
 	recursive bool
 	resume    bool

@@ -34,21 +34,6 @@ type laneSource interface {
 	close()
 }
 
-// defaultLanesPerConn is how many lanes share one SSH connection before the Client
-// dials another (with WithDialer). Each connection is one cipher stream, run by one
-// goroutine here and one sshd process there. It was measured on the project's 2-core
-// machine at RTT 50 ms (see docs/design.md, Lanes).
-const defaultLanesPerConn = 8
-
-// maxDialing bounds the dials one Client has under way. sshd drops connections that
-// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
-// the Client's striping growth.
-const maxDialing = 4
-
-// maxLaneAttempts bounds how often one open moves on to another connection after a
-// refused session or a dead connection.
-const maxLaneAttempts = 3
-
 var errNoMoreSessions = errors.New("sftp: the server refuses more sessions and no dialer was given")
 
 // sshLanes opens lanes as sessions on SSH connections.

@@ -9,6 +9,30 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
+// Names and versions of the OpenSSH extensions this client uses. A server advertises
+// each with a version string, which must match before the extension is used
+// (OpenSSH PROTOCOL §4.2).
+const (
+	extPosixRename   = "posix-rename@openssh.com"
+	extStatVFS       = "statvfs@openssh.com"
+	extFstatVFS      = "fstatvfs@openssh.com"
+	extHardlink      = "hardlink@openssh.com"
+	extFsync         = "fsync@openssh.com"
+	extLsetstat      = "lsetstat@openssh.com"
+	extLimits        = "limits@openssh.com"
+	extExpandPath    = "expand-path@openssh.com"
+	extHomeDirectory = "home-directory"
+	extSymlinkOrder  = "symlink-order@rjk.greenend.org.uk"
+	extCopyData      = "copy-data"
+	extUsersGroups   = "users-groups-by-id@openssh.com"
+)
+
+var extVersions = map[string]string{
+	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
+	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
+	extCopyData: "1", extUsersGroups: "1",
+}
+
 // Request encoders. Each appends one whole packet to dst (which is usually empty with
 // spare capacity) and patches its length, so the result goes out in a single Write.
 
@@ -422,3 +446,7 @@ func (e *StatusError) Is(target error) bool {
 	}
 	return false
 }
+
+// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
+// length.
+func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }

@@ -15,19 +15,6 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-const (
-	extCopyData    = "copy-data"
-	extUsersGroups = "users-groups-by-id@openssh.com"
-
-	// copyRange is the bytes one copy-data request asks the server to copy. The server
-	// copies a range without answering anything else on the channel (OpenSSH serves one
-	// request at a time), so a range is kept to a size it copies in well under a
-	// second, and copyFlight of them are kept in flight so the server never waits for
-	// the next.
-	copyRange  = 64 << 20
-	copyFlight = 4
-)
-
 // Copy copies the remote file src to the remote file dst inside the server, with the
 // copy-data extension (OpenSSH 9.0 and later, asyncssh): no data crosses the network.
 // dst is created with src's permission bits (before the server's umask) where it is

@@ -25,16 +25,6 @@ import (
 // Such files are limited by requests in flight, not by any window, so a tree keeps
 // more of them in flight than of large files (smallParallel).
 
-// defaultSmallParallel is how many small files a tree keeps in flight when the caller
-// did not choose Parallel. A tree of a few hundred small files then goes in one wave
-// of round trips rather than two or three; smallBudget keeps the memory they hold to
-// what 128 files of one full READ or WRITE each would.
-const defaultSmallParallel = 512
-
-// smallBudget bounds the bytes the small files in flight hold at once (each is
-// charged smallCost), whatever their number.
-const smallBudget = 32 << 20
-
 // smallCost is what one small file in flight is charged against smallBudget: its
 // data, and room for its requests and replies.
 func smallCost(size int64) int64 {
@@ -50,14 +40,6 @@ func (t *getPutCall) smallGet(size int64) bool {
 // smallPut reports whether a local file of size bytes is sent by putSmall.
 func (t *getPutCall) smallPut(size int64) bool {
 	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
-}
-
-// pendingReq is one request sent, with the channel its reply comes on.
-type pendingReq struct {
-	id   uint32
-	ch   chan response
-	sent bool
-	err  error // why it was not sent: the channel died, ctx ended
 }
 
 // sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
@@ -96,52 +78,6 @@ func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) [
 		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
 	}
 	return reqs, cls, err
-}
-
-// sendReq sends pkt, request id, on cn, with a reply channel from cn's pool. On an
-// error nothing was sent, and the channel is back in the pool.
-func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, error) {
-	ch, _ := cn.replyChans.Get().(chan response)
-	if ch == nil {
-		ch = make(chan response, 1)
-	}
-	if err := cn.send(ctx, id, pkt, ch); err != nil {
-		cn.replyChans.Put(ch) // not registered: nothing will come
-		return pendingReq{id: id, err: err}, err
-	}
-	return pendingReq{id: id, ch: ch, sent: true}, nil
-}
-
-// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
-// length.
-func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }
-
-// waitReq waits, while ctx lasts, for the reply to r, and puts its channel back in
-// cn's pool once the reply has been taken from it (see conn.replyChans).
-func waitReq(ctx context.Context, cn *conn, r pendingReq) (response, error) {
-	resp, clean, err := cn.waitReply(ctx, r.id, r.ch)
-	if clean {
-		cn.replyChans.Put(r.ch)
-	}
-	return resp, err
-}
-
-// collect waits for the replies to reqs in turn while ctx lasts; once it ends, the
-// rest are abandoned (their replies dropped). Each reply or error is passed to take,
-// which must release the response.
-func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, r response, err error)) {
-	for i, r := range reqs {
-		if !r.sent {
-			continue
-		}
-		if ctx.Err() != nil {
-			cn.abandon(r.id, r.ch)
-			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
-			continue
-		}
-		resp, err := waitReq(ctx, cn, r)
-		take(i, resp, err)
-	}
 }
 
 // closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent. A
