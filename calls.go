@@ -59,3 +59,18 @@ func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, 
 		take(i, resp, err)
 	}
 }
+
+// takeReady passes to take the values already waiting on ch, without waiting for
+// more, until none is ready or take returns false.
+func takeReady[T any](ch <-chan T, take func(T) bool) {
+	for {
+		select {
+		case v := <-ch:
+			if !take(v) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}

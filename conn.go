@@ -518,15 +518,7 @@ func (c *conn) roundTripBuf(ctx context.Context, enc func(dst []byte, id uint32)
 
 // sawRTT records a round trip if it is the shortest yet.
 func (c *conn) sawRTT(d time.Duration) {
-	for {
-		old := c.minRTT.Load()
-		if old != 0 && old <= int64(d) {
-			return
-		}
-		if c.minRTT.CompareAndSwap(old, int64(d)) {
-			return
-		}
-	}
+	storeMin(&c.minRTT, int64(d), 0) // 0: no round trip seen yet
 }
 
 // fail kills the connection once: every waiter, present and future, gets err.
@@ -634,5 +626,21 @@ func (c *conn) failed() error {
 		return c.err
 	default:
 		return nil
+	}
+}
+
+// storeMin lowers v to x if x is smaller. While v holds none, it holds no value yet
+// and any x replaces it.
+func storeMin(v *atomic.Int64, x, none int64) {
+	for old := v.Load(); old == none || x < old; old = v.Load() {
+		if v.CompareAndSwap(old, x) {
+			return
+		}
+	}
+}
+
+// storeMax raises v to x if x is larger.
+func storeMax(v *atomic.Int64, x int64) {
+	for old := v.Load(); x > old && !v.CompareAndSwap(old, x); old = v.Load() {
 	}
 }

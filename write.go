@@ -284,8 +284,7 @@ func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) e
 				case n == ws.size:
 				case err == io.EOF || err == nil: // nil: a ReaderAt that breaks its contract
 					c.eof = true
-					for e := end.Load(); rel+int64(n) < e && !end.CompareAndSwap(e, rel+int64(n)); e = end.Load() {
-					}
+					storeMin(&end, rel+int64(n), math.MinInt64) // end is never MinInt64: any value counts
 				default:
 					c.err = err
 				}
@@ -616,14 +615,8 @@ func (ws *writeStream) abort(cause error) error {
 	ws.stop()
 	// Acknowledgements already delivered still count: collect them first, so n does
 	// not under-report what the server confirmed.
-	for len(ws.reqs) > 0 {
-		select {
-		case r := <-ws.ch:
-			ws.reply(r)
-			continue
-		default:
-		}
-		break
+	if len(ws.reqs) > 0 {
+		takeReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
 	}
 	ws.fail(ws.acked.prefix, cause) // nothing is acknowledged past prefix
 	return cause
