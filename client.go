@@ -37,11 +37,11 @@ type options struct {
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
-	// dial makes more SSH connections to the server (WithDialer); lanesPerConn is how
+	// dial makes more SSH connections to the server (WithDialer); channelsPerConn is how
 	// many lanes share one before the Client dials another.
-	dial         func(context.Context) (*ssh.Client, error)
-	lanesPerConn int
-	openPipe     func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
+	dial            func(context.Context) (*ssh.Client, error)
+	channelsPerConn int
+	openPipe        func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
 
 	subsystem string      // "" means "sftp"
 	command   string      // run instead of a subsystem when not ""
@@ -229,12 +229,12 @@ type Client struct {
 	// advertises no symlink-order extension (see asyncsshDraftSymlink).
 	draftSymlink bool
 
-	// source opens the extra lanes for striping (lanesource.go); nil for a pipe
+	// source opens the extra lanes for striping (channelsource.go); nil for a pipe
 	// without WithPipeOpener.
-	source     laneSource
-	chans      channelSet
-	ctl        controlLane // opens data channels for files (controllane.go)
-	laneMemory laneMemory  // the lane counts transfers settled on (lanerule.go)
+	source     channelSource
+	chans      channelPool
+	ctl        dataChannelOpener // opens data channels for files (filechannel.go)
+	laneMemory laneMemory        // the lane counts transfers settled on (lanerule.go)
 	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
@@ -255,7 +255,7 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 	if err != nil {
 		return nil, err
 	}
-	src := newSSHLanes(c, sshConn)
+	src := newSSHChannels(c, sshConn)
 	c.source = src
 	c.draftSymlink = asyncsshDraftSymlink(sshConn.ServerVersion(), sshConn.ClientVersion())
 	main, err := src.first(ctx)
@@ -290,7 +290,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 		c.opts.channels = 1
 		return c.start(ctx, main)
 	}
-	src := newPipeLanes(c)
+	src := newPipeChannels(c)
 	c.source = src
 	if _, err := c.start(ctx, main); err != nil {
 		src.close()
@@ -301,7 +301,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 
 func newClient(opts []Option) (*Client, error) {
 	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
-		lanesPerConn: defaultLanesPerConn, memoryLimit: defaultMemoryLimit}}
+		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit}}
 	for _, o := range opts {
 		if o == nil {
 			continue

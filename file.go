@@ -86,7 +86,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
 // does for ftruncate and fchmod.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
-	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see controllane.go
+	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see filechannel.go
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}

@@ -175,20 +175,20 @@ const smallBudget = 32 << 20
 // CPU. (Tests lower it to exercise striping on loopback.)
 const defaultStripeMinRTT = 2 * time.Millisecond
 
-// defaultLanesPerConn is how many lanes share one SSH connection before the Client
+// defaultChannelsPerConn is how many lanes share one SSH connection before the Client
 // dials another (with WithDialer). Each connection is one cipher stream, run by one
 // goroutine here and one sshd process there. It was measured on the project's 2-core
 // machine at RTT 50 ms (see docs/design.md, Lanes).
-const defaultLanesPerConn = 8
+const defaultChannelsPerConn = 8
 
 // maxDialing bounds the dials one Client has under way. sshd drops connections that
 // have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
 // the Client's striping growth.
 const maxDialing = 4
 
-// maxLaneAttempts bounds how often one open moves on to another connection after a
+// maxChannelAttempts bounds how often one open moves on to another connection after a
 // refused session or a dead connection.
-const maxLaneAttempts = 3
+const maxChannelAttempts = 3
 
 // readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
 // fit in one page, and a listing ends only at a reply of EOF, so a listing read one

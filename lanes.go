@@ -14,7 +14,7 @@ import (
 
 // Lanes. A transfer moves its requests over one lane or several: a lane is an SFTP
 // channel with the file's handle on it (the File's own, or a sibling the transfer
-// opened for striping, see stripe.go). The same code drives one lane and many.
+// opened for striping, see channelpool.go). The same code drives one lane and many.
 
 // lane is one channel a transfer uses, with the file's handle on that channel.
 type lane struct {

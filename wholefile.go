@@ -104,7 +104,7 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 // other in between): the size only chooses how to read, and readOneRound checks that the
 // handle holds exactly that much.
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
-	cn := c.fileChannel() // see controllane.go
+	cn := c.fileChannel() // see filechannel.go
 	bp := cn.smallPool.Get().(*[]byte)
 	id := cn.newID()
 	pkt := appendString1((*bp)[:0], sshfx.TypeStat, id, name)

@@ -6,7 +6,7 @@ import (
 )
 
 // The transfer engine: read.go moves data down (WriteTo, ReadAt, Read), write.go up
-// (ReadFrom, WriteAt), lanes.go and stripe.go spread requests over SFTP channels, and
+// (ReadFrom, WriteAt), lanes.go and channelpool.go spread requests over SFTP channels, and
 // flow.go holds the arithmetic that bounds what is in flight. Replies of a transfer,
 // from every lane, arrive on one Go channel with room for all it keeps in flight, so
 // no channel's reader ever blocks; each is matched to its request by id and filed by
