@@ -2,7 +2,6 @@ package sftp
 
 import (
 	"context"
-	"fmt"
 )
 
 // Requests sent together and their replies collected: a request sent with its own
@@ -52,7 +51,7 @@ func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, 
 		}
 		if ctx.Err() != nil {
 			cn.abandon(r.id, r.ch)
-			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
+			take(i, response{}, ctxError(ctx, ""))
 			continue
 		}
 		resp, err := waitReq(ctx, cn, r)

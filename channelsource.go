@@ -197,7 +197,7 @@ func (s *sshChannels) reserve(ctx context.Context) (*channelTicket, error) {
 		return t, nil
 	case <-ctx.Done():
 		t.end()
-		return nil, fmt.Errorf("sftp: opening a channel: %w", ctx.Err())
+		return nil, ctxError(ctx, "opening a channel")
 	}
 }
 
@@ -345,8 +345,8 @@ func (s *sshChannels) close() {
 // channel, and the channel fails with the reason it reads. onClose runs when the
 // channel is closed.
 func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return nil, err
 	}
 	ch, abandoned, err := awaitOrAbandon(ctx, func() (ssh.Channel, error) {
 		// OpenChannel waits for the server's confirmation: the channel has no number
@@ -443,7 +443,7 @@ func (p *pipeChannels) open(ctx context.Context) (*conn, error) {
 	select {
 	case p.starting <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("sftp: opening another pipe: %w", ctx.Err())
+		return nil, ctxError(ctx, "opening another pipe")
 	}
 	// An opener that ignores its ctx must not hold Client.Close (which cancels ctx) or
 	// a transfer past its ctx: a pair it delivers after the wait ended is closed. Its

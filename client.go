@@ -323,8 +323,8 @@ func newClient(opts []Option) (*Client, error) {
 // ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
 // not nil, runs when the channel is closed.
 func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return nil, err
 	}
 	type opened struct {
 		sess *ssh.Session

@@ -154,7 +154,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 		// Closing the transport ends the reader and the writer where it can; the call
 		// returns now either way.
 		c.fail(fmt.Errorf("init: %w", ctx.Err()))
-		return nil, fmt.Errorf("sftp: init: %w", ctx.Err())
+		return nil, ctxError(ctx, "init")
 	}
 }
 
@@ -377,9 +377,9 @@ func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- respon
 // is told once when nothing will read the buffer any more, on every path, an error
 // returned by sendRef included.
 func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		tell(ref)
-		return fmt.Errorf("sftp: %w", err)
+		return err
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -421,7 +421,7 @@ func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r 
 		}
 	case <-ctx.Done():
 		c.abandon(id, ch)
-		return response{}, false, fmt.Errorf("sftp: %w", ctx.Err())
+		return response{}, false, ctxError(ctx, "")
 	}
 }
 
@@ -481,8 +481,8 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 
 // call sends pkt as request id and waits for its reply.
 func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error) {
-	if err := ctx.Err(); err != nil {
-		return response{}, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return response{}, err
 	}
 	ch, _ := c.replyChans.Get().(chan response)
 	if ch == nil {

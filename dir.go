@@ -208,9 +208,9 @@ func (d *Dir) readPages(ctx context.Context, charge func(page []fs.DirEntry) err
 // d.page empty. It sends d.batch READDIRs when none is in flight (one while no whole
 // listing set a batch), and takes their replies one per call, in the order sent.
 func (d *Dir) fill(ctx context.Context) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		d.abandonAhead()
-		d.err = fmt.Errorf("sftp: %w", err)
+		d.err = err
 		return
 	}
 	if len(d.ahead) == 0 {

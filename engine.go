@@ -2,7 +2,6 @@ package sftp
 
 import (
 	"fmt"
-	"io/fs"
 )
 
 // The transfer engine: read.go moves data down (WriteTo, ReadAt, Read), write.go up
@@ -33,8 +32,6 @@ type chunk struct {
 	// lane dies and the WRITE must go out again (write.go).
 	held *heldBuf
 }
-
-var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
 
 // readEnds is what a download's READ replies said about where the file ends: the
 // lowest offset a READ got EOF for, and the end of the furthest DATA. DATA past a

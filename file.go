@@ -186,15 +186,6 @@ func (f *File) checkAccess(op string, write bool) error {
 	return nil
 }
 
-// waitErr turns the error of a wait that ended because the File was closed into
-// fs.ErrClosed, the error os.File gives.
-func (f *File) waitErr(err error) error {
-	if err != nil && f.ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("sftp: file closed during the operation: %w", fs.ErrClosed)
-	}
-	return err
-}
-
 // Close closes the remote handle. Transfers running in other goroutines end promptly
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
 func (f *File) Close() error {

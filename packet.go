@@ -1,7 +1,6 @@
 package sftp
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -142,20 +141,6 @@ func appendLsetstat(dst []byte, id uint32, path string, a *sshfx.Attrs) []byte {
 //     not fill exactly, DATA longer than its READ asked for) is a *ProtocolError.
 //     The caller hands it to conn.check, which closes the channel; the reader does
 //     the same for broken framing (a bad length, an unknown or repeated id).
-
-// ProtocolError reports a reply the client cannot accept. The channel it came on is
-// closed, because after a malformed packet nothing later on it can be trusted: the
-// error every call on that channel gets, the one that met the bad reply included,
-// matches both *ProtocolError (errors.As) and net.ErrClosed (errors.Is).
-type ProtocolError struct {
-	Op     string // what was being decoded
-	Reason error
-}
-
-func (e *ProtocolError) Error() string {
-	return "sftp: protocol error in " + e.Op + ": " + e.Reason.Error()
-}
-func (e *ProtocolError) Unwrap() error { return e.Reason }
 
 func protoErr(op string, format string, args ...any) *ProtocolError {
 	return &ProtocolError{Op: op, Reason: fmt.Errorf(format, args...)}
@@ -373,78 +358,6 @@ func decodeVersion(body []byte) (map[string]string, error) {
 		return nil, &ProtocolError{Op: "VERSION", Reason: err}
 	}
 	return exts, nil
-}
-
-// StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8). Its String is
-// the draft's name ("NO_SUCH_FILE"). Prefer errors.Is with the standard errors a
-// *StatusError matches (fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported) to
-// comparing codes: see StatusError.Is.
-type StatusCode uint32
-
-// Status codes of SFTP version 3 (draft-ietf-secsh-filexfer-02, section 7: the
-// SSH_FX_* values); pkg/sftp's ErrSSHFx* constants carry the same numbers.
-const (
-	StatusOK               StatusCode = 0 // SSH_FX_OK
-	StatusEOF              StatusCode = 1 // SSH_FX_EOF
-	StatusNoSuchFile       StatusCode = 2 // SSH_FX_NO_SUCH_FILE
-	StatusPermissionDenied StatusCode = 3 // SSH_FX_PERMISSION_DENIED
-	StatusFailure          StatusCode = 4 // SSH_FX_FAILURE
-	StatusBadMessage       StatusCode = 5 // SSH_FX_BAD_MESSAGE
-	StatusNoConnection     StatusCode = 6 // SSH_FX_NO_CONNECTION
-	StatusConnectionLost   StatusCode = 7 // SSH_FX_CONNECTION_LOST
-	StatusOpUnsupported    StatusCode = 8 // SSH_FX_OP_UNSUPPORTED
-)
-
-// String returns the draft's name of the code ("NO_SUCH_FILE"), or "Status(n)" for a
-// code SFTP v3 does not define.
-func (c StatusCode) String() string { return sshfx.Status(c).String() }
-
-// StatusError is a failure the server reported with a STATUS reply. Decide on Code
-// (through errors.Is where possible), never on Message: servers word the same failure
-// differently.
-//
-// os.IsNotExist and os.IsPermission report false for it, and for every error of this
-// package: they predate errors.Is and recognise only the os package's own errors.
-// Write errors.Is(err, fs.ErrNotExist) and errors.Is(err, fs.ErrPermission), which
-// work here and on os errors alike. (pkg/sftp returned the bare os.ErrNotExist, so
-// os.IsNotExist and == worked there.)
-type StatusError struct {
-	Code    StatusCode
-	Message string // for people; may be empty
-	Lang    string
-}
-
-func (e *StatusError) Error() string {
-	if e.Message == "" {
-		return "sftp: " + e.Code.String()
-	}
-	return "sftp: " + e.Message + " (" + e.Code.String() + ")"
-}
-
-// normal maps codes this version does not define to FAILURE, as servers speaking
-// later versions mean them.
-func (c StatusCode) normal() StatusCode {
-	if c > StatusOpUnsupported {
-		return StatusFailure
-	}
-	return c
-}
-
-// Is lets errors.Is match fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported, and
-// another *StatusError with the same (normalised) code.
-func (e *StatusError) Is(target error) bool {
-	switch target {
-	case fs.ErrNotExist:
-		return e.Code == StatusNoSuchFile
-	case fs.ErrPermission:
-		return e.Code == StatusPermissionDenied
-	case errors.ErrUnsupported:
-		return e.Code == StatusOpUnsupported
-	}
-	if t, ok := target.(*StatusError); ok {
-		return t.Code.normal() == e.Code.normal()
-	}
-	return false
 }
 
 // readPacketLen is the length of a READ of handle: length, type, id, handle, offset,

@@ -3,7 +3,6 @@ package sftp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -105,9 +104,9 @@ func closeReply(ctx context.Context, f *File, cls pendingReq) error {
 // returned less than asked) is read on from there with a new handle, by the engine.
 func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress) (int64, error) {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(t.ctx, f)
-		return 0, fmt.Errorf("sftp: %w", err)
+		return 0, err
 	}
 	var w io.Writer = lf
 	if p != nil {
@@ -356,9 +355,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 	if t.o.fsync {
 		steps = append(steps, step{"sync", func(id uint32) []byte { return appendExtended(nil, id, extFsync, f.handle) }})
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		t.abortPut(f, part, 0)
-		return fmt.Errorf("sftp: %w", err)
+		return err
 	}
 	encs := make([]func(id uint32) []byte, len(steps))
 	for i, s := range steps {

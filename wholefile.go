@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 
@@ -43,7 +42,7 @@ func (c *Client) ReadFile(ctx context.Context, name string) ([]byte, error) {
 		err = readWhole(ctx, f, &buf)
 	}
 	if err != nil {
-		return nil, ctxErr(ctx, "read", name, err)
+		return nil, stoppedPath(ctx, "read", name, err)
 	}
 	if buf.Len() == 0 {
 		return []byte{}, nil // non-nil, as from os.ReadFile
@@ -63,9 +62,9 @@ var errReadAgain = errors.New("sftp: the file changed while it was read")
 // one handle's view is what a whole-file read must return.
 func readOneRound(ctx context.Context, f *File, size int64, buf *bytes.Buffer) error {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(ctx, f)
-		return f.err("read", fmt.Errorf("sftp: %w", err))
+		return f.err("read", err)
 	}
 	_, rest, _, err := f.receiveSmall(ctx, ctx, size, buf)
 	switch {
@@ -172,7 +171,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 		err = cerr
 	}
 	if err != nil {
-		return ctxErr(ctx, "write", name, err)
+		return stoppedPath(ctx, "write", name, err)
 	}
 	return nil
 }
@@ -194,9 +193,9 @@ func (f *File) fitsOneBurst(n int) bool {
 // copies it) before the next is built.
 func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(ctx, f)
-		return f.err("write", fmt.Errorf("sftp: %w", err))
+		return f.err("write", err)
 	}
 	size := f.c.limits.MaxWrite
 	bp := f.c.dataBuf()
@@ -266,16 +265,7 @@ func waitWithin(ctx context.Context, cn *conn, fn func() error) (ok bool, err er
 		case err := <-done: // an answer that came in time still counts
 			return true, err
 		default:
-			return false, fmt.Errorf("sftp: %w", ctx.Err())
+			return false, ctxError(ctx, "")
 		}
 	}
-}
-
-// ctxErr reports a transfer that ctx cut short (by cancelling the file, which surfaces
-// as fs.ErrClosed) as the ctx error, which is what the caller can act on.
-func ctxErr(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && errors.Is(err, fs.ErrClosed) {
-		return pathErr(op, name, fmt.Errorf("sftp: %w", ctx.Err()))
-	}
-	return err
 }
