@@ -317,7 +317,7 @@ func (c *conn) dispatch(resp response) bool {
 				c.fail(err)
 				return false
 			}
-			c.closeOrphanLater(h)
+			c.closeLater(h)
 			return true
 		}
 		resp.release()
@@ -326,12 +326,6 @@ func (c *conn) dispatch(resp response) bool {
 	ch <- resp
 	return true
 }
-
-// closeOrphanLater closes an orphaned handle without waiting for anything: the CLOSE
-// is queued for the writer (neither the reader nor a caller giving up on ctx may wait
-// for a write, which a full window would stall), and its reply is dropped. Once the
-// session is over there is nothing to do: the server forgets its handles with it.
-func (c *conn) closeOrphanLater(h string) { c.closeOrphan(h) }
 
 // background runs fn on a goroutine that close waits for, and reports whether it did:
 // not once the conn has failed. fn must end once the conn fails. The goroutine is
@@ -350,14 +344,6 @@ func (c *conn) background(fn func()) bool {
 		fn()
 	}()
 	return true
-}
-
-// closeOrphan closes a handle the server opened for a request whose waiter gave up
-// (a cancelled OPEN or OPENDIR): without it the server would keep it open for the
-// rest of the session. Its reply is dropped.
-func (c *conn) closeOrphan(h string) {
-	id := c.newID()
-	c.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, h), nil)
 }
 
 // newID returns a fresh request id.
@@ -427,7 +413,7 @@ func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r 
 
 // abandon forgets a request whose reply is still due, so the reader drops it. If the
 // reader already took it out of pending, the reply is on its way to ch: take it and
-// release its buffer. Either way a HANDLE that comes back is closed (closeOrphan).
+// release its buffer. Either way a HANDLE that comes back is closed (closeLater).
 func (c *conn) abandon(id uint32, ch <-chan response) {
 	c.mu.Lock()
 	if w, ok := c.pending[id]; ok {
@@ -444,7 +430,7 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	case r := <-ch:
 		if r.err == nil && r.typ == sshfx.TypeHandle {
 			if h, err := decodeHandle("OPEN", &r); err == nil {
-				c.closeOrphanLater(h)
+				c.closeLater(h)
 			} else {
 				c.fail(err)
 			}

@@ -189,15 +189,7 @@ func (f *File) checkAccess(op string, write bool) error {
 // Close closes the remote handle. Transfers running in other goroutines end promptly
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
 func (f *File) Close() error {
-	first := false
-	f.closeOnce.Do(func() {
-		first = true
-		f.cancel() // first, so a send waiting for its turn gives up and frees hmu
-		f.hmu.Lock()
-		f.closed = true
-		f.hmu.Unlock()
-	})
-	if !first {
+	if !f.markClosed(true) {
 		return f.closedErr("close")
 	}
 	// A Read-ahead left idle holds pooled buffers; free it if nobody is mid-transfer.
@@ -206,7 +198,7 @@ func (f *File) Close() error {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	return f.err("close", f.c.closeHandleWait(context.Background(), f.cn, f.handle))
+	return f.err("close", f.cn.closeNow(context.Background(), f.handle))
 }
 
 // send sends a request that names this file's handle (or a sibling's on cn) unless

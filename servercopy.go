@@ -172,18 +172,6 @@ func appendCopyData(dst []byte, id uint32, rh string, roff, n uint64, wh string,
 	return sshfx.Finish(dst, start)
 }
 
-// closeBoth closes h for a Copy, waiting for the reply while ctx allows (so the
-// handles are gone when Copy returns), and keeping the first error.
-func (c *Client) closeBoth(ctx context.Context, cn *conn, h string, errp *error) {
-	if ctx.Err() != nil {
-		c.closeHandleBackground(cn, h)
-		return
-	}
-	if err := c.closeHandleWait(ctx, cn, h); *errp == nil {
-		*errp = err
-	}
-}
-
 // UserGroupNames maps user and group ids to names on the server, with the
 // users-groups-by-id@openssh.com extension (OpenSSH 9.1 and later): for example to
 // show owners in a long listing. users[i] names uids[i] and groups[i] names gids[i];

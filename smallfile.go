@@ -41,63 +41,6 @@ func (t *getPutCall) smallPut(size int64) bool {
 	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
 }
 
-// sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
-// to back on f's channel. f is marked closed first, as Close does (see hmu), so that
-// no request can follow the CLOSE; Close called later returns fs.ErrClosed and sends
-// nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
-// does, and otherwise in the background, so the handle is closed whatever happens. An
-// error means some requests did not go out: those have sent false. Each enc is called
-// just before its request is sent, and the packet it returns may be reused once the
-// next enc is called: the channel has copied it by then.
-func (f *File) sendThenClose(ctx, cctx context.Context, encs []func(id uint32) []byte) (reqs []pendingReq, cls pendingReq, err error) {
-	first := false
-	f.closeOnce.Do(func() {
-		first = true
-		f.hmu.Lock()
-		f.closed = true
-		f.hmu.Unlock()
-	})
-	if !first {
-		return nil, cls, errFileClosed
-	}
-	cn := f.cn
-	reqs = make([]pendingReq, len(encs))
-	for i, enc := range encs {
-		if err != nil {
-			break
-		}
-		id := cn.newID()
-		reqs[i], err = sendReq(ctx, cn, id, enc(id))
-	}
-	bp := cn.smallPool.Get().(*[]byte)
-	id := cn.newID()
-	cls, cerr := sendReq(cctx, cn, id, appendString1((*bp)[:0], sshfx.TypeClose, id, f.handle))
-	cn.smallPool.Put(bp) // written by now; a handle of at most 256 bytes never outgrows it
-	if cerr != nil {
-		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
-	}
-	return reqs, cls, err
-}
-
-// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent. A
-// CLOSE that did not go out reports why: the channel's error when the Client was
-// closed or the connection died (net.ErrClosed), the ctx error, or errFileClosed when
-// the File was closed already.
-func closeReply(ctx context.Context, f *File, cls pendingReq) error {
-	if !cls.sent {
-		if cls.err != nil {
-			return cls.err
-		}
-		return errFileClosed
-	}
-	r, err := waitReq(ctx, f.cn, cls)
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return f.cn.check(expectStatus("CLOSE", &r))
-}
-
 // getSmall copies the remote file f (opened on src; the listing said size bytes, at
 // most one READ) into lf, the part file, from its start, and closes f. A file that
 // turns out longer than one READ shows (it grew since the listing, or the server

@@ -233,39 +233,3 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	}
 	return err
 }
-
-// closeWithin closes f, waiting for the server's answer only while ctx lasts: a
-// stalled server must not hold up a call whose ctx has ended. The CLOSE then stays in
-// flight; it completes, or fails with the connection, in the background.
-func closeWithin(ctx context.Context, f *File) error {
-	ok, err := waitWithin(ctx, f.cn, f.Close)
-	if !ok {
-		return f.err("close", err)
-	}
-	return err
-}
-
-// waitWithin runs fn, a request or two on cn, waiting for it only while ctx lasts. ok
-// is false when ctx ended first: fn then goes on in the background, where closing the
-// connection waits for it (and ends it, as every wait on the connection ends when it
-// fails), and err is the ctx error.
-func waitWithin(ctx context.Context, cn *conn, fn func() error) (ok bool, err error) {
-	if ctx.Done() == nil {
-		return true, fn()
-	}
-	done := make(chan error, 1)
-	if !cn.background(func() { done <- fn() }) {
-		return true, fn() // the connection is gone: fn fails at once
-	}
-	select {
-	case err := <-done:
-		return true, err
-	case <-ctx.Done():
-		select {
-		case err := <-done: // an answer that came in time still counts
-			return true, err
-		default:
-			return false, ctxError(ctx, "")
-		}
-	}
-}
