@@ -78,8 +78,7 @@ func (c *Client) newBudget() *budget { return &budget{limit: c.opts.memoryLimit}
 // drops what it held.
 func (b *budget) charge(n int64) error {
 	held := b.held.Add(n)
-	for p := b.peak.Load(); held > p && !b.peak.CompareAndSwap(p, held); p = b.peak.Load() {
-	}
+	storeMax(&b.peak, held)
 	if held > b.limit {
 		return fmt.Errorf("%w (%d bytes of names and attributes)", ErrListingTooLarge, b.limit)
 	}

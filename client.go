@@ -13,28 +13,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Names and versions of the OpenSSH extensions this client uses. A server advertises
-// each with a version string, which must match before the extension is used
-// (OpenSSH PROTOCOL §4.2).
-const (
-	extPosixRename   = "posix-rename@openssh.com"
-	extStatVFS       = "statvfs@openssh.com"
-	extFstatVFS      = "fstatvfs@openssh.com"
-	extHardlink      = "hardlink@openssh.com"
-	extFsync         = "fsync@openssh.com"
-	extLsetstat      = "lsetstat@openssh.com"
-	extLimits        = "limits@openssh.com"
-	extExpandPath    = "expand-path@openssh.com"
-	extHomeDirectory = "home-directory"
-	extSymlinkOrder  = "symlink-order@rjk.greenend.org.uk"
-)
-
-var extVersions = map[string]string{
-	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
-	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
-	extCopyData: "1", extUsersGroups: "1",
-}
-
 const (
 	// defaultDataSize is what the draft guarantees every server accepts (packets of at
 	// least 34000 bytes): used when the server does not publish limits@openssh.com.
@@ -43,12 +21,6 @@ const (
 	// the header and a 256-byte handle, like OpenSSH's own client.
 	maxDataSize = 261120
 	minDataSize = 512
-	// packetSlack is the room a data buffer keeps beyond its payload for the header of
-	// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
-	packetSlack   = 1024
-	defaultFlight = 64
-	// defaultChannels is the ceiling of lanes a transfer may use (see WithChannels).
-	defaultChannels = 16
 )
 
 type options struct {
@@ -65,11 +37,11 @@ type options struct {
 	// watch the packets with it).
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
-	// dial makes more SSH connections to the server (WithDialer); lanesPerConn is how
+	// dial makes more SSH connections to the server (WithDialer); channelsPerConn is how
 	// many lanes share one before the Client dials another.
-	dial         func(context.Context) (*ssh.Client, error)
-	lanesPerConn int
-	openPipe     func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
+	dial            func(context.Context) (*ssh.Client, error)
+	channelsPerConn int
+	openPipe        func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
 
 	subsystem string      // "" means "sftp"
 	command   string      // run instead of a subsystem when not ""
@@ -257,12 +229,12 @@ type Client struct {
 	// advertises no symlink-order extension (see asyncsshDraftSymlink).
 	draftSymlink bool
 
-	// source opens the extra lanes for striping (lanesource.go); nil for a pipe
+	// source opens the extra lanes for striping (channelsource.go); nil for a pipe
 	// without WithPipeOpener.
-	source     laneSource
-	chans      channelSet
-	ctl        controlLane // opens data channels for files (controllane.go)
-	laneMemory laneMemory  // the lane counts transfers settled on (lanerule.go)
+	source     channelSource
+	chans      channelPool
+	ctl        dataChannelOpener // opens data channels for files (filechannel.go)
+	laneMemory laneMemory        // the lane counts transfers settled on (lanerule.go)
 	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
@@ -283,7 +255,7 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 	if err != nil {
 		return nil, err
 	}
-	src := newSSHLanes(c, sshConn)
+	src := newSSHChannels(c, sshConn)
 	c.source = src
 	c.draftSymlink = asyncsshDraftSymlink(sshConn.ServerVersion(), sshConn.ClientVersion())
 	main, err := src.first(ctx)
@@ -318,7 +290,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 		c.opts.channels = 1
 		return c.start(ctx, main)
 	}
-	src := newPipeLanes(c)
+	src := newPipeChannels(c)
 	c.source = src
 	if _, err := c.start(ctx, main); err != nil {
 		src.close()
@@ -329,7 +301,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 
 func newClient(opts []Option) (*Client, error) {
 	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
-		lanesPerConn: defaultLanesPerConn, memoryLimit: defaultMemoryLimit}}
+		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -351,8 +323,8 @@ func newClient(opts []Option) (*Client, error) {
 // ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
 // not nil, runs when the channel is closed.
 func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return nil, err
 	}
 	type opened struct {
 		sess *ssh.Session

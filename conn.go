@@ -154,7 +154,7 @@ func newConn(ctx context.Context, r io.Reader, w io.Writer, closer func() error,
 		// Closing the transport ends the reader and the writer where it can; the call
 		// returns now either way.
 		c.fail(fmt.Errorf("init: %w", ctx.Err()))
-		return nil, fmt.Errorf("sftp: init: %w", ctx.Err())
+		return nil, ctxError(ctx, "init")
 	}
 }
 
@@ -317,7 +317,7 @@ func (c *conn) dispatch(resp response) bool {
 				c.fail(err)
 				return false
 			}
-			c.closeOrphanLater(h)
+			c.closeLater(h)
 			return true
 		}
 		resp.release()
@@ -326,12 +326,6 @@ func (c *conn) dispatch(resp response) bool {
 	ch <- resp
 	return true
 }
-
-// closeOrphanLater closes an orphaned handle without waiting for anything: the CLOSE
-// is queued for the writer (neither the reader nor a caller giving up on ctx may wait
-// for a write, which a full window would stall), and its reply is dropped. Once the
-// session is over there is nothing to do: the server forgets its handles with it.
-func (c *conn) closeOrphanLater(h string) { c.closeOrphan(h) }
 
 // background runs fn on a goroutine that close waits for, and reports whether it did:
 // not once the conn has failed. fn must end once the conn fails. The goroutine is
@@ -352,14 +346,6 @@ func (c *conn) background(fn func()) bool {
 	return true
 }
 
-// closeOrphan closes a handle the server opened for a request whose waiter gave up
-// (a cancelled OPEN or OPENDIR): without it the server would keep it open for the
-// rest of the session. Its reply is dropped.
-func (c *conn) closeOrphan(h string) {
-	id := c.newID()
-	c.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, h), nil)
-}
-
 // newID returns a fresh request id.
 func (c *conn) newID() uint32 { return c.ids.Add(1) }
 
@@ -377,9 +363,9 @@ func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- respon
 // is told once when nothing will read the buffer any more, on every path, an error
 // returned by sendRef included.
 func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		tell(ref)
-		return fmt.Errorf("sftp: %w", err)
+		return err
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -421,13 +407,13 @@ func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r 
 		}
 	case <-ctx.Done():
 		c.abandon(id, ch)
-		return response{}, false, fmt.Errorf("sftp: %w", ctx.Err())
+		return response{}, false, ctxError(ctx, "")
 	}
 }
 
 // abandon forgets a request whose reply is still due, so the reader drops it. If the
 // reader already took it out of pending, the reply is on its way to ch: take it and
-// release its buffer. Either way a HANDLE that comes back is closed (closeOrphan).
+// release its buffer. Either way a HANDLE that comes back is closed (closeLater).
 func (c *conn) abandon(id uint32, ch <-chan response) {
 	c.mu.Lock()
 	if w, ok := c.pending[id]; ok {
@@ -444,7 +430,7 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 	case r := <-ch:
 		if r.err == nil && r.typ == sshfx.TypeHandle {
 			if h, err := decodeHandle("OPEN", &r); err == nil {
-				c.closeOrphanLater(h)
+				c.closeLater(h)
 			} else {
 				c.fail(err)
 			}
@@ -481,8 +467,8 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 
 // call sends pkt as request id and waits for its reply.
 func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error) {
-	if err := ctx.Err(); err != nil {
-		return response{}, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return response{}, err
 	}
 	ch, _ := c.replyChans.Get().(chan response)
 	if ch == nil {
@@ -518,15 +504,7 @@ func (c *conn) roundTripBuf(ctx context.Context, enc func(dst []byte, id uint32)
 
 // sawRTT records a round trip if it is the shortest yet.
 func (c *conn) sawRTT(d time.Duration) {
-	for {
-		old := c.minRTT.Load()
-		if old != 0 && old <= int64(d) {
-			return
-		}
-		if c.minRTT.CompareAndSwap(old, int64(d)) {
-			return
-		}
-	}
+	storeMin(&c.minRTT, int64(d), 0) // 0: no round trip seen yet
 }
 
 // fail kills the connection once: every waiter, present and future, gets err.
@@ -634,5 +612,21 @@ func (c *conn) failed() error {
 		return c.err
 	default:
 		return nil
+	}
+}
+
+// storeMin lowers v to x if x is smaller. While v holds none, it holds no value yet
+// and any x replaces it.
+func storeMin(v *atomic.Int64, x, none int64) {
+	for old := v.Load(); old == none || x < old; old = v.Load() {
+		if v.CompareAndSwap(old, x) {
+			return
+		}
+	}
+}
+
+// storeMax raises v to x if x is larger.
+func storeMax(v *atomic.Int64, x int64) {
+	for old := v.Load(); x > old && !v.CompareAndSwap(old, x); old = v.Load() {
 	}
 }

@@ -73,14 +73,6 @@ type Dir struct {
 	batch int // READDIRs the next batch sends; 0 until a whole listing starts
 }
 
-// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
-// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
-// READDIR at a time pays two round trips where one would do: the first batch sends
-// two, which brings a small directory's page and its EOF together. A listing that
-// goes on doubles its batch up to readAhead, so a large directory costs a round trip
-// per readAhead pages; what is in flight is bounded by readAhead replies.
-const readAhead = 4
-
 // OpenDir opens the named directory for reading. ctx bounds only the open; each read
 // takes its own ctx (ReadDirContext), or none (ReadDir), and Close ends any read.
 func (c *Client) OpenDir(ctx context.Context, name string) (*Dir, error) {
@@ -216,9 +208,9 @@ func (d *Dir) readPages(ctx context.Context, charge func(page []fs.DirEntry) err
 // d.page empty. It sends d.batch READDIRs when none is in flight (one while no whole
 // listing set a batch), and takes their replies one per call, in the order sent.
 func (d *Dir) fill(ctx context.Context) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		d.abandonAhead()
-		d.err = fmt.Errorf("sftp: %w", err)
+		d.err = err
 		return
 	}
 	if len(d.ahead) == 0 {
@@ -370,76 +362,10 @@ func (d *Dir) close(ctx context.Context) error {
 	d.closed, d.page = true, nil
 	d.abandonAhead()
 	if ctx.Err() != nil {
-		d.c.closeHandleBackground(d.cn, d.handle)
+		d.cn.closeLater(d.handle)
 		return nil
 	}
-	return pathErr("close", d.name, d.c.closeHandleWait(ctx, d.cn, d.handle))
-}
-
-// closeSent is a directory's CLOSE sent without waiting for its reply.
-type closeSent struct {
-	d   *Dir
-	req pendingReq
-}
-
-// sendClose sends the CLOSE of a Dir nobody reads any more and returns without
-// waiting for the reply; wait takes it. A listing is whole once READDIR said EOF, so
-// a walk need not spend a round trip on each directory's CLOSE before going on: it
-// collects them, and waits for them all before it returns, so no handle is left
-// open behind it. When ctx has ended the CLOSE goes out in the background, as close
-// does.
-func (d *Dir) sendClose(ctx context.Context) closeSent {
-	d.cancel()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	cs := closeSent{d: d}
-	if d.closed {
-		return cs
-	}
-	d.closed, d.page = true, nil
-	d.abandonAhead()
-	if ctx.Err() != nil {
-		d.c.closeHandleBackground(d.cn, d.handle)
-		return cs
-	}
-	r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1)}
-	if err := d.cn.send(ctx, r.id, appendString1(nil, sshfx.TypeClose, r.id, d.handle), r.ch); err != nil {
-		d.c.closeHandleBackground(d.cn, d.handle)
-		return cs
-	}
-	r.sent = true
-	cs.req = r
-	return cs
-}
-
-// forget drops the reply to the CLOSE of a listing that is whole: the call returns
-// without waiting for it, so a small directory's ReadDir costs two round trips (OPENDIR,
-// then the READDIRs), not three. Nothing is lost: the listing ended at EOF, and a failed
-// CLOSE of a directory handle changes nothing in it. The CLOSE went out before the call
-// returns, on the main channel, which carries every Dir and every path call: a server
-// that runs a channel's requests in order (as OpenSSH's does) has closed the handle
-// before it runs any request the caller sends next there, an RMDIR of the directory
-// included. A reply that breaks the protocol is dropped unread, as every reply nobody
-// waits for is (see conn.abandon).
-func (cs closeSent) forget() {
-	if cs.req.sent {
-		cs.d.cn.abandon(cs.req.id, cs.req.ch)
-	}
-}
-
-// wait waits, while ctx lasts, for the reply to the CLOSE, and returns its error. A
-// CLOSE that could not be sent was handed to the background and is not waited for;
-// once ctx ends the reply is dropped.
-func (cs closeSent) wait(ctx context.Context) error {
-	if !cs.req.sent {
-		return nil
-	}
-	r, err := cs.d.cn.wait(ctx, cs.req.id, cs.req.ch)
-	if err != nil {
-		return pathErr("close", cs.d.name, err)
-	}
-	defer r.release()
-	return pathErr("close", cs.d.name, cs.d.cn.check(expectStatus("CLOSE", &r)))
+	return pathErr("close", d.name, d.cn.closeNow(ctx, d.handle))
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched

@@ -86,7 +86,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
 // does for ftruncate and fchmod.
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
-	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see controllane.go
+	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see filechannel.go
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}
@@ -186,27 +186,10 @@ func (f *File) checkAccess(op string, write bool) error {
 	return nil
 }
 
-// waitErr turns the error of a wait that ended because the File was closed into
-// fs.ErrClosed, the error os.File gives.
-func (f *File) waitErr(err error) error {
-	if err != nil && f.ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("sftp: file closed during the operation: %w", fs.ErrClosed)
-	}
-	return err
-}
-
 // Close closes the remote handle. Transfers running in other goroutines end promptly
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
 func (f *File) Close() error {
-	first := false
-	f.closeOnce.Do(func() {
-		first = true
-		f.cancel() // first, so a send waiting for its turn gives up and frees hmu
-		f.hmu.Lock()
-		f.closed = true
-		f.hmu.Unlock()
-	})
-	if !first {
+	if !f.markClosed(true) {
 		return f.closedErr("close")
 	}
 	// A Read-ahead left idle holds pooled buffers; free it if nobody is mid-transfer.
@@ -215,7 +198,7 @@ func (f *File) Close() error {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	return f.err("close", f.c.closeHandleWait(context.Background(), f.cn, f.handle))
+	return f.err("close", f.cn.closeNow(context.Background(), f.handle))
 }
 
 // send sends a request that names this file's handle (or a sibling's on cn) unless

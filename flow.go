@@ -2,8 +2,9 @@ package sftp
 
 import "time"
 
-// Flow control: every number that bounds what a transfer keeps in flight lives here,
-// so the arithmetic can be read (and changed) in one place.
+// Flow control and tuning: every number that bounds what a transfer keeps in flight,
+// and every other tuning number (defaults, worker counts, thresholds), lives here, so
+// the arithmetic can be read (and changed) in one place.
 //
 //   - The window (Client.window, File.window) is how many requests one transfer keeps
 //     in flight, summed over its lanes. Each holds at most one pooled data buffer, so it
@@ -142,3 +143,83 @@ func writeStallGrace(minRTT time.Duration) time.Duration {
 
 // stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
 const stallGraceBase = channelWindow / (1 << 20) * time.Second
+
+// busyChannel is how many requests a data channel must have in flight before a new
+// file's open asks for another data channel: about a window's worth of full-size
+// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
+const busyChannel = 8
+
+// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
+// while one is in a system call.
+const writeAtWorkers = 2
+
+// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
+// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
+// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
+// two cores this is measured on.
+const readAtWorkers = 2
+
+// defaultSmallParallel is how many small files a tree keeps in flight when the caller
+// did not choose Parallel. A tree of a few hundred small files then goes in one wave
+// of round trips rather than two or three; smallBudget keeps the memory they hold to
+// what 128 files of one full READ or WRITE each would.
+const defaultSmallParallel = 512
+
+// smallBudget bounds the bytes the small files in flight hold at once (each is
+// charged smallCost), whatever their number.
+const smallBudget = 32 << 20
+
+// defaultStripeMinRTT is the round trip below which one channel's window is not what
+// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
+// connection. There extra channels would only add server processes competing for the
+// CPU. (Tests lower it to exercise striping on loopback.)
+const defaultStripeMinRTT = 2 * time.Millisecond
+
+// defaultChannelsPerConn is how many lanes share one SSH connection before the Client
+// dials another (with WithDialer). Each connection is one cipher stream, run by one
+// goroutine here and one sshd process there. It was measured on the project's 2-core
+// machine at RTT 50 ms (see docs/design.md, Lanes).
+const defaultChannelsPerConn = 8
+
+// maxDialing bounds the dials one Client has under way. sshd drops connections that
+// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
+// the Client's striping growth.
+const maxDialing = 4
+
+// maxChannelAttempts bounds how often one open moves on to another connection after a
+// refused session or a dead connection.
+const maxChannelAttempts = 3
+
+// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
+// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
+// READDIR at a time pays two round trips where one would do: the first batch sends
+// two, which brings a small directory's page and its EOF together. A listing that
+// goes on doubles its batch up to readAhead, so a large directory costs a round trip
+// per readAhead pages; what is in flight is bounded by readAhead replies.
+const readAhead = 4
+
+// packetSlack is the room a data buffer keeps beyond its payload for the header of
+// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
+const packetSlack = 1024
+
+// defaultFlight is the window (requests in flight per transfer) when the caller did
+// not choose one (see WithMaxInflight).
+const defaultFlight = 64
+
+// defaultChannels is the ceiling of lanes a transfer may use (see WithChannels).
+const defaultChannels = 16
+
+// defaultParallel is how many files a tree transfer moves at once when the caller did
+// not choose Parallel.
+const defaultParallel = 16
+
+// Server-side copy (servercopy.go).
+const (
+	// copyRange is the bytes one copy-data request asks the server to copy. The server
+	// copies a range without answering anything else on the channel (OpenSSH serves one
+	// request at a time), so a range is kept to a size it copies in well under a
+	// second, and copyFlight of them are kept in flight so the server never waits for
+	// the next.
+	copyRange  = 64 << 20
+	copyFlight = 4
+)

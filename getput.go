@@ -23,8 +23,6 @@ import (
 // that Resume can find what an interrupted transfer left.
 const partSuffix = ".sluice-part"
 
-const defaultParallel = 16
-
 type transferOptions struct {
 	recursive bool
 	resume    bool
@@ -354,26 +352,13 @@ func watch(ctx context.Context, f *File) (stop func()) {
 	}
 }
 
-// stopped reports an error that a cancelled ctx caused (by cancelling the file, which
-// surfaces as fs.ErrClosed) as the ctx error, the one a caller can act on.
-func stopped(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if err == nil || cerr == nil {
-		return err
-	}
-	if err == cerr || errors.Is(err, fs.ErrClosed) && !errors.Is(err, cerr) {
-		return fmt.Errorf("sftp: %w", cerr)
-	}
-	return err
-}
-
 // openRemote opens a remote file for a transfer that stop may end. The OPEN itself
 // waits under the call's ctx, not stop: an OPEN given up on leaves its handle to be
 // closed in the background, after Get or Put returned. So a tree whose first failure
 // ends stop still collects every OPEN in flight and closes its handle before returning.
 func (t *getPutCall) openRemote(stop context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
-	if err := stop.Err(); err != nil {
-		return nil, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(stop, ""); err != nil {
+		return nil, err
 	}
 	f, err := t.c.OpenFile(t.ctx, name, flag, perm)
 	if err != nil {
@@ -381,9 +366,9 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 	}
 	f.share = t.fileShare()
 	f.callDone = t.ctx.Done()
-	if err := stop.Err(); err != nil {
+	if err := ctxError(stop, ""); err != nil {
 		closeWithin(t.ctx, f)
-		return nil, fmt.Errorf("sftp: %w", err)
+		return nil, err
 	}
 	return f, nil
 }
@@ -639,8 +624,8 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 	if *n, err = f.ReadFrom(src); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return err
 	}
 	if t.o.preserve {
 		// Mode and times in one FSETSTAT, before the sync so that it covers them.

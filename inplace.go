@@ -69,9 +69,8 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	}
 	stop()
 	closeWithin(t.ctx, f)
-	if cerr := ctx.Err(); cerr != nil {
-		// The write it interrupted says only that its deadline passed.
-		return fmt.Errorf("sftp: %w", cerr)
+	if cerr := ctxError(ctx, ""); cerr != nil {
+		return cerr // the write it interrupted says only that its deadline passed
 	}
 	return err
 }

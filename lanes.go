@@ -14,7 +14,7 @@ import (
 
 // Lanes. A transfer moves its requests over one lane or several: a lane is an SFTP
 // channel with the file's handle on it (the File's own, or a sibling the transfer
-// opened for striping, see stripe.go). The same code drives one lane and many.
+// opened for striping, see channelpool.go). The same code drives one lane and many.
 
 // lane is one channel a transfer uses, with the file's handle on that channel.
 type lane struct {
@@ -195,14 +195,7 @@ func (ls *lanes) forget(ids map[*lane][]uint32) {
 		r := <-ls.ch
 		r.release()
 	}
-	for {
-		select {
-		case r := <-ls.ch:
-			r.release()
-		default:
-			return
-		}
-	}
+	takeReady(ls.ch, func(r response) bool { r.release(); return true })
 }
 
 // finish stops the opener and closes every sibling handle, waiting for the replies:
@@ -212,17 +205,12 @@ func (ls *lanes) finish() error {
 	if ls.stop != nil {
 		ls.stop()
 		<-ls.opened
-		for {
-			select {
-			case l := <-ls.joins:
-				if l != nil {
-					ls.all = append(ls.all, l)
-				}
-				continue
-			default:
+		takeReady(ls.joins, func(l *lane) bool {
+			if l != nil {
+				ls.all = append(ls.all, l)
 			}
-			break
-		}
+			return true
+		})
 	}
 	var first error
 	waiting := make(map[uint32]*conn, len(ls.all))
@@ -253,11 +241,10 @@ func (ls *lanes) finish() error {
 		r.release()
 	}
 	for len(waiting) > 0 {
-		select { // replies that are here count even once the call's ctx has ended
-		case r := <-ls.ch:
-			collect(r)
-			continue
-		default:
+		// Replies that are here count even once the call's ctx has ended.
+		takeReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
+		if len(waiting) == 0 {
+			break
 		}
 		select {
 		case r := <-ls.ch:

@@ -42,7 +42,7 @@ func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteClo
 // dials another (WithDialer).
 func withLanesPerConn(n int) Option {
 	return func(o *options) error {
-		o.lanesPerConn = n
+		o.channelsPerConn = n
 		return nil
 	}
 }

@@ -1,13 +1,36 @@
 package sftp
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
+
+// Names and versions of the OpenSSH extensions this client uses. A server advertises
+// each with a version string, which must match before the extension is used
+// (OpenSSH PROTOCOL §4.2).
+const (
+	extPosixRename   = "posix-rename@openssh.com"
+	extStatVFS       = "statvfs@openssh.com"
+	extFstatVFS      = "fstatvfs@openssh.com"
+	extHardlink      = "hardlink@openssh.com"
+	extFsync         = "fsync@openssh.com"
+	extLsetstat      = "lsetstat@openssh.com"
+	extLimits        = "limits@openssh.com"
+	extExpandPath    = "expand-path@openssh.com"
+	extHomeDirectory = "home-directory"
+	extSymlinkOrder  = "symlink-order@rjk.greenend.org.uk"
+	extCopyData      = "copy-data"
+	extUsersGroups   = "users-groups-by-id@openssh.com"
+)
+
+var extVersions = map[string]string{
+	extPosixRename: "1", extStatVFS: "2", extFstatVFS: "2", extHardlink: "1", extFsync: "1",
+	extLsetstat: "1", extLimits: "1", extExpandPath: "1", extHomeDirectory: "1",
+	extCopyData: "1", extUsersGroups: "1",
+}
 
 // Request encoders. Each appends one whole packet to dst (which is usually empty with
 // spare capacity) and patches its length, so the result goes out in a single Write.
@@ -118,20 +141,6 @@ func appendLsetstat(dst []byte, id uint32, path string, a *sshfx.Attrs) []byte {
 //     not fill exactly, DATA longer than its READ asked for) is a *ProtocolError.
 //     The caller hands it to conn.check, which closes the channel; the reader does
 //     the same for broken framing (a bad length, an unknown or repeated id).
-
-// ProtocolError reports a reply the client cannot accept. The channel it came on is
-// closed, because after a malformed packet nothing later on it can be trusted: the
-// error every call on that channel gets, the one that met the bad reply included,
-// matches both *ProtocolError (errors.As) and net.ErrClosed (errors.Is).
-type ProtocolError struct {
-	Op     string // what was being decoded
-	Reason error
-}
-
-func (e *ProtocolError) Error() string {
-	return "sftp: protocol error in " + e.Op + ": " + e.Reason.Error()
-}
-func (e *ProtocolError) Unwrap() error { return e.Reason }
 
 func protoErr(op string, format string, args ...any) *ProtocolError {
 	return &ProtocolError{Op: op, Reason: fmt.Errorf(format, args...)}
@@ -351,74 +360,6 @@ func decodeVersion(body []byte) (map[string]string, error) {
 	return exts, nil
 }
 
-// StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8). Its String is
-// the draft's name ("NO_SUCH_FILE"). Prefer errors.Is with the standard errors a
-// *StatusError matches (fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported) to
-// comparing codes: see StatusError.Is.
-type StatusCode uint32
-
-// Status codes of SFTP version 3 (draft-ietf-secsh-filexfer-02, section 7: the
-// SSH_FX_* values); pkg/sftp's ErrSSHFx* constants carry the same numbers.
-const (
-	StatusOK               StatusCode = 0 // SSH_FX_OK
-	StatusEOF              StatusCode = 1 // SSH_FX_EOF
-	StatusNoSuchFile       StatusCode = 2 // SSH_FX_NO_SUCH_FILE
-	StatusPermissionDenied StatusCode = 3 // SSH_FX_PERMISSION_DENIED
-	StatusFailure          StatusCode = 4 // SSH_FX_FAILURE
-	StatusBadMessage       StatusCode = 5 // SSH_FX_BAD_MESSAGE
-	StatusNoConnection     StatusCode = 6 // SSH_FX_NO_CONNECTION
-	StatusConnectionLost   StatusCode = 7 // SSH_FX_CONNECTION_LOST
-	StatusOpUnsupported    StatusCode = 8 // SSH_FX_OP_UNSUPPORTED
-)
-
-// String returns the draft's name of the code ("NO_SUCH_FILE"), or "Status(n)" for a
-// code SFTP v3 does not define.
-func (c StatusCode) String() string { return sshfx.Status(c).String() }
-
-// StatusError is a failure the server reported with a STATUS reply. Decide on Code
-// (through errors.Is where possible), never on Message: servers word the same failure
-// differently.
-//
-// os.IsNotExist and os.IsPermission report false for it, and for every error of this
-// package: they predate errors.Is and recognise only the os package's own errors.
-// Write errors.Is(err, fs.ErrNotExist) and errors.Is(err, fs.ErrPermission), which
-// work here and on os errors alike. (pkg/sftp returned the bare os.ErrNotExist, so
-// os.IsNotExist and == worked there.)
-type StatusError struct {
-	Code    StatusCode
-	Message string // for people; may be empty
-	Lang    string
-}
-
-func (e *StatusError) Error() string {
-	if e.Message == "" {
-		return "sftp: " + e.Code.String()
-	}
-	return "sftp: " + e.Message + " (" + e.Code.String() + ")"
-}
-
-// normal maps codes this version does not define to FAILURE, as servers speaking
-// later versions mean them.
-func (c StatusCode) normal() StatusCode {
-	if c > StatusOpUnsupported {
-		return StatusFailure
-	}
-	return c
-}
-
-// Is lets errors.Is match fs.ErrNotExist, fs.ErrPermission, errors.ErrUnsupported, and
-// another *StatusError with the same (normalised) code.
-func (e *StatusError) Is(target error) bool {
-	switch target {
-	case fs.ErrNotExist:
-		return e.Code == StatusNoSuchFile
-	case fs.ErrPermission:
-		return e.Code == StatusPermissionDenied
-	case errors.ErrUnsupported:
-		return e.Code == StatusOpUnsupported
-	}
-	if t, ok := target.(*StatusError); ok {
-		return t.Code.normal() == e.Code.normal()
-	}
-	return false
-}
+// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
+// length.
+func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }

@@ -85,23 +85,6 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 	return h, cn.check(err)
 }
 
-// closeHandleWait closes h and waits, while ctx lasts, for the server's answer, which
-// it returns.
-func (c *Client) closeHandleWait(ctx context.Context, cn *conn, h string) error {
-	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeClose, id, h) })
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return cn.check(expectStatus("CLOSE", &r))
-}
-
-// closeHandleBackground closes h on a path where an error is already being returned: the CLOSE
-// goes out, but nobody waits for its reply, so that return is not held up.
-func (c *Client) closeHandleBackground(cn *conn, h string) {
-	cn.closeOrphanLater(h)
-}
-
 // Mkdir creates a directory with perm (before the server's umask). When name exists
 // already the error matches fs.ErrExist: SFTP v3 servers answer only FAILURE there,
 // so after a FAILURE Mkdir asks with Lstat, and reports what it learned together with

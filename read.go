@@ -44,10 +44,6 @@ type writtenPiece struct {
 	n   int
 }
 
-// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
-// while one is in a system call.
-const writeAtWorkers = 2
-
 // readStream reads a file from an offset; see the window rule above.
 type readStream struct {
 	lanes

@@ -164,7 +164,7 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 	if ls.upload {
 		a.proof.want()
 		if !proveWritten(ctx, l, a.proof) {
-			c.closeHandleBackground(cn, h)
+			cn.closeLater(h)
 			return
 		}
 		c.knownReadWrite.Store(true)
@@ -208,7 +208,7 @@ func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
 	ch := make(chan response, 1)
 	id := l.cn.newID()
 	if err := l.cn.send(ctx, id, appendString1(nil, sshfx.TypeFstat, id, l.handle), ch); err != nil {
-		ls.f.c.closeHandleBackground(l.cn, l.handle)
+		l.cn.closeLater(l.handle)
 		return
 	}
 	l.verdict = make(chan struct{})
@@ -291,7 +291,7 @@ func (s *readStream) unproven(req chunk, r *response) bool {
 // goes to the other lanes.
 func (ls *lanes) refuse(l *lane) {
 	if ls.dropLane(l) {
-		ls.f.c.closeHandleBackground(l.cn, l.handle)
+		l.cn.closeLater(l.handle)
 	}
 }
 

@@ -15,19 +15,6 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-const (
-	extCopyData    = "copy-data"
-	extUsersGroups = "users-groups-by-id@openssh.com"
-
-	// copyRange is the bytes one copy-data request asks the server to copy. The server
-	// copies a range without answering anything else on the channel (OpenSSH serves one
-	// request at a time), so a range is kept to a size it copies in well under a
-	// second, and copyFlight of them are kept in flight so the server never waits for
-	// the next.
-	copyRange  = 64 << 20
-	copyFlight = 4
-)
-
 // Copy copies the remote file src to the remote file dst inside the server, with the
 // copy-data extension (OpenSSH 9.0 and later, asyncssh): no data crosses the network.
 // dst is created with src's permission bits (before the server's umask) where it is
@@ -183,18 +170,6 @@ func appendCopyData(dst []byte, id uint32, rh string, roff, n uint64, wh string,
 	dst = sshfx.AppendString(dst, wh)
 	dst = sshfx.AppendUint64(dst, woff)
 	return sshfx.Finish(dst, start)
-}
-
-// closeBoth closes h for a Copy, waiting for the reply while ctx allows (so the
-// handles are gone when Copy returns), and keeping the first error.
-func (c *Client) closeBoth(ctx context.Context, cn *conn, h string, errp *error) {
-	if ctx.Err() != nil {
-		c.closeHandleBackground(cn, h)
-		return
-	}
-	if err := c.closeHandleWait(ctx, cn, h); *errp == nil {
-		*errp = err
-	}
 }
 
 // UserGroupNames maps user and group ids to names on the server, with the

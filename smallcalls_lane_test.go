@@ -50,7 +50,7 @@ func TestControlLaneWaitsForAnAnswer(t *testing.T) {
 	var held *holdReader
 	within(t, func() { held = <-holds.created })
 	within(t, func() { <-held.waiting }) // it has not read its VERSION: it cannot answer
-	require.Len(t, c.laneChannels(), 1, "the data channel is in the pool")
+	require.Len(t, c.dataChannels(), 1, "the data channel is in the pool")
 
 	second, err := c.Open(ctx, name)
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestControlLaneWaitsForAnAnswer(t *testing.T) {
 	awaitControlLane(t, c) // its open ends once the channel answered
 	third, err := c.Open(ctx, name)
 	require.NoError(t, err)
-	require.Same(t, c.laneChannels()[0], third.cn, "a file on the data channel once it answered")
+	require.Same(t, c.dataChannels()[0], third.cn, "a file on the data channel once it answered")
 	for _, f := range []*File{first, second, third} {
 		closeFile(t, f)
 	}

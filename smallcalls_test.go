@@ -18,7 +18,7 @@ import (
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
-// Tests of the everyday calls at the round-trip floor (readwrite.go, smallfile.go,
+// Tests of the everyday calls at the round-trip floor (wholefile.go, smallfile.go,
 // dir.go): how many round trips each takes, counted rather than timed, and that the
 // pipelined paths stay correct when the server fails, reorders, cuts reads short, the
 // file changes, ctx ends or the Client is closed.

@@ -3,7 +3,6 @@ package sftp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -25,16 +24,6 @@ import (
 // Such files are limited by requests in flight, not by any window, so a tree keeps
 // more of them in flight than of large files (smallParallel).
 
-// defaultSmallParallel is how many small files a tree keeps in flight when the caller
-// did not choose Parallel. A tree of a few hundred small files then goes in one wave
-// of round trips rather than two or three; smallBudget keeps the memory they hold to
-// what 128 files of one full READ or WRITE each would.
-const defaultSmallParallel = 512
-
-// smallBudget bounds the bytes the small files in flight hold at once (each is
-// charged smallCost), whatever their number.
-const smallBudget = 32 << 20
-
 // smallCost is what one small file in flight is charged against smallBudget: its
 // data, and room for its requests and replies.
 func smallCost(size int64) int64 {
@@ -52,145 +41,15 @@ func (t *getPutCall) smallPut(size int64) bool {
 	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
 }
 
-// pendingReq is one request sent, with the channel its reply comes on.
-type pendingReq struct {
-	id   uint32
-	ch   chan response
-	sent bool
-	err  error // why it was not sent: the channel died, ctx ended
-}
-
-// sendThenClose sends the requests encs build about f's handle, then its CLOSE, back
-// to back on f's channel. f is marked closed first, as Close does (see hmu), so that
-// no request can follow the CLOSE; Close called later returns fs.ErrClosed and sends
-// nothing. The requests go out while ctx lasts; the CLOSE while the call's ctx (cctx)
-// does, and otherwise in the background, so the handle is closed whatever happens. An
-// error means some requests did not go out: those have sent false. Each enc is called
-// just before its request is sent. It returns the packet and, for a packet in a buffer
-// that is to be reused, the packetRef the channel's writer tells once it no longer
-// reads it (see conn.sendRef): a packet longer than copyMax is written from the
-// buffer itself, after sendThenClose has returned.
-func (f *File) sendThenClose(ctx, cctx context.Context, encs []encoder) (reqs []pendingReq, cls pendingReq, err error) {
-	first := false
-	f.closeOnce.Do(func() {
-		first = true
-		f.hmu.Lock()
-		f.closed = true
-		f.hmu.Unlock()
-	})
-	if !first {
-		return nil, cls, errFileClosed
-	}
-	cn := f.cn
-	reqs = make([]pendingReq, len(encs))
-	for i, enc := range encs {
-		if err != nil {
-			break
-		}
-		id := cn.newID()
-		pkt, ref := enc(id)
-		reqs[i], err = sendReqRef(ctx, cn, id, pkt, ref)
-	}
-	bp := cn.smallPool.Get().(*[]byte)
-	id := cn.newID()
-	cls, cerr := sendReq(cctx, cn, id, appendString1((*bp)[:0], sshfx.TypeClose, id, f.handle))
-	cn.smallPool.Put(bp) // written by now; a handle of at most 256 bytes never outgrows it
-	if cerr != nil {
-		cn.closeOrphanLater(f.handle) // a no-op once the session is gone, and with it the handle
-	}
-	return reqs, cls, err
-}
-
-// encoder builds the packet of request id for sendThenClose; ref, if not nil, is told
-// once the channel no longer reads the packet.
-type encoder func(id uint32) (pkt []byte, ref packetRef)
-
-// unshared makes an encoder of build, for a packet in a buffer nobody reuses.
-func unshared(build func(id uint32) []byte) encoder {
-	return func(id uint32) ([]byte, packetRef) { return build(id), nil }
-}
-
-// sendReq sends pkt, request id, on cn, with a reply channel from cn's pool. On an
-// error nothing was sent, and the channel is back in the pool. pkt must not be reused
-// unless it is no longer than copyMax (see conn.send).
-func sendReq(ctx context.Context, cn *conn, id uint32, pkt []byte) (pendingReq, error) {
-	return sendReqRef(ctx, cn, id, pkt, nil)
-}
-
-// sendReqRef is sendReq for a packet whose buffer the caller reuses once ref is told
-// (conn.sendRef).
-func sendReqRef(ctx context.Context, cn *conn, id uint32, pkt []byte, ref packetRef) (pendingReq, error) {
-	ch, _ := cn.replyChans.Get().(chan response)
-	if ch == nil {
-		ch = make(chan response, 1)
-	}
-	if err := cn.sendRef(ctx, id, pkt, ch, ref); err != nil {
-		cn.replyChans.Put(ch) // not registered: nothing will come
-		return pendingReq{id: id, err: err}, err
-	}
-	return pendingReq{id: id, ch: ch, sent: true}, nil
-}
-
-// readPacketLen is the length of a READ of handle: length, type, id, handle, offset,
-// length.
-func readPacketLen(handle string) int { return 4 + 1 + 4 + 4 + len(handle) + 8 + 4 }
-
-// waitReq waits, while ctx lasts, for the reply to r, and puts its channel back in
-// cn's pool once the reply has been taken from it (see conn.replyChans).
-func waitReq(ctx context.Context, cn *conn, r pendingReq) (response, error) {
-	resp, clean, err := cn.waitReply(ctx, r.id, r.ch)
-	if clean {
-		cn.replyChans.Put(r.ch)
-	}
-	return resp, err
-}
-
-// collect waits for the replies to reqs in turn while ctx lasts; once it ends, the
-// rest are abandoned (their replies dropped). Each reply or error is passed to take,
-// which must release the response.
-func collect(ctx context.Context, cn *conn, reqs []pendingReq, take func(i int, r response, err error)) {
-	for i, r := range reqs {
-		if !r.sent {
-			continue
-		}
-		if ctx.Err() != nil {
-			cn.abandon(r.id, r.ch)
-			take(i, response{}, fmt.Errorf("sftp: %w", ctx.Err()))
-			continue
-		}
-		resp, err := waitReq(ctx, cn, r)
-		take(i, resp, err)
-	}
-}
-
-// closeReply waits, while ctx lasts, for the reply to a CLOSE sendThenClose sent. A
-// CLOSE that did not go out reports why: the channel's error when the Client was
-// closed or the connection died (net.ErrClosed), the ctx error, or errFileClosed when
-// the File was closed already.
-func closeReply(ctx context.Context, f *File, cls pendingReq) error {
-	if !cls.sent {
-		if cls.err != nil {
-			return cls.err
-		}
-		return errFileClosed
-	}
-	r, err := waitReq(ctx, f.cn, cls)
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return f.cn.check(expectStatus("CLOSE", &r))
-}
-
 // getSmall copies the remote file f (opened on src; the listing said size bytes, at
 // most one READ) into lf, the part file, from its start, and closes f. A file that
 // turns out longer than one READ shows (it grew since the listing, or the server
 // returned less than asked) is read on from there with a new handle, by the engine.
 func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress) (int64, error) {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(t.ctx, f)
-		return 0, fmt.Errorf("sftp: %w", err)
+		return 0, err
 	}
 	var w io.Writer = lf
 	if p != nil {
@@ -439,9 +298,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 	if t.o.fsync {
 		steps = append(steps, step{"sync", func(id uint32) []byte { return appendExtended(nil, id, extFsync, f.handle) }})
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		t.abortPut(f, part, 0)
-		return fmt.Errorf("sftp: %w", err)
+		return err
 	}
 	encs := make([]encoder, len(steps))
 	for i, s := range steps {

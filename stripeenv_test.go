@@ -84,7 +84,7 @@ func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, 
 	t.Helper()
 	c, closeAll := e.newClient(t, addr, opts...)
 	// Files then go on a data channel from the first, as they do on a long link once
-	// its first data channel is open (see controllane.go).
+	// its first data channel is open (see filechannel.go).
 	readyControlLane(t, c)
 	return c, closeAll
 }
@@ -128,7 +128,7 @@ func readyControlLane(t *testing.T, c *Client) {
 	require.True(t, c.stripes(), "the link is not one the control lane is for")
 	require.Equal(t, c.main, c.fileChannel(), "a file went on a data channel before one was open")
 	awaitControlLane(t, c)
-	require.Len(t, c.laneChannels(), 1, "data channels")
+	require.Len(t, c.dataChannels(), 1, "data channels")
 }
 
 // awaitControlLane waits for the data channel the control lane is opening, if any.

@@ -182,7 +182,7 @@ func (r *treeRun) wait() error {
 	r.bg.Wait()
 	stopped := context.Cause(r.stop)
 	if r.t.ctx.Err() != nil {
-		stopped = fmt.Errorf("sftp: %w", r.t.ctx.Err())
+		stopped = ctxError(r.t.ctx, "")
 	}
 	r.halt(nil)
 	if r.t.o.stopOnError && stopped != nil {
@@ -378,7 +378,7 @@ func (r *treeRun) fail(src string, err error) {
 	err = pathErr(r.op, src, err)
 	switch {
 	case r.t.ctx.Err() != nil:
-		r.halt(fmt.Errorf("sftp: %w", r.t.ctx.Err()))
+		r.halt(ctxError(r.t.ctx, ""))
 	case r.t.c.main.failed() != nil:
 		r.halt(err) // the connection died: every request from now on would fail
 	case r.t.o.stopOnError:
@@ -457,15 +457,6 @@ var (
 	errDuplicateName = errors.New("sftp: the same name is being copied already (the server listed it twice)")
 	errTooDeep       = errors.New("sftp: the remote tree nests directories too deep")
 )
-
-// ctxDone makes a run that ctx cut short fail even when none of the work it started
-// did: work not started is not done.
-func ctxDone(ctx context.Context, err error) error {
-	if err == nil && ctx.Err() != nil {
-		return fmt.Errorf("sftp: %w", ctx.Err())
-	}
-	return err
-}
 
 // dirPerm is the mode a directory is created with: owner rwx is added, or the copy
 // could not fill it. Preserve sets the exact mode once it is full.

@@ -84,7 +84,7 @@ func (c *Client) walkDir(ctx context.Context, root string, fn fs.WalkDirFunc, po
 		}
 	}
 	info, err := w.lookup(ctx, root)
-	if cerr := walkCtxErr(ctx); cerr != nil {
+	if cerr := ctxError(ctx, "walk"); cerr != nil {
 		return cerr
 	}
 	if err != nil {
@@ -129,13 +129,6 @@ func (w *walker) lookup(ctx context.Context, name string) (fs.FileInfo, error) {
 	return w.c.Lstat(ctx, name)
 }
 
-func walkCtxErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sftp: walk: %w", err)
-	}
-	return nil
-}
-
 // walk visits name, described by d, and what is below it. linked holds the real
 // paths of the directories on the current path that were reached through a link.
 func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int, linked []string) error {
@@ -162,7 +155,7 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 	if err == nil {
 		err = l.close(ctx)
 	}
-	if cerr := walkCtxErr(ctx); cerr != nil {
+	if cerr := ctxError(ctx, "walk"); cerr != nil {
 		return cerr
 	}
 	if err != nil {
@@ -183,7 +176,7 @@ func (w *walker) walk(ctx context.Context, name string, d fs.DirEntry, depth int
 // skipped the rest of the directory.
 func (w *walker) walkEntries(ctx context.Context, name string, entries []fs.DirEntry, depth int, linked []string) (skip bool, err error) {
 	for _, e := range entries {
-		if err := walkCtxErr(ctx); err != nil {
+		if err := ctxError(ctx, "walk"); err != nil {
 			return false, err
 		}
 		child := path.Join(name, e.Name())

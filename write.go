@@ -38,12 +38,6 @@ import (
 // the header) is chosen.
 const dataOff = packetSlack
 
-// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
-// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
-// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
-// two cores this is measured on.
-const readAtWorkers = 2
-
 // filledChunk is a piece of the source read into a pooled buffer, or a failure to
 // read it.
 type filledChunk struct {
@@ -290,8 +284,7 @@ func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) e
 				case n == ws.size:
 				case err == io.EOF || err == nil: // nil: a ReaderAt that breaks its contract
 					c.eof = true
-					for e := end.Load(); rel+int64(n) < e && !end.CompareAndSwap(e, rel+int64(n)); e = end.Load() {
-					}
+					storeMin(&end, rel+int64(n), math.MinInt64) // end is never MinInt64: any value counts
 				default:
 					c.err = err
 				}
@@ -622,14 +615,8 @@ func (ws *writeStream) abort(cause error) error {
 	ws.stop()
 	// Acknowledgements already delivered still count: collect them first, so n does
 	// not under-report what the server confirmed.
-	for len(ws.reqs) > 0 {
-		select {
-		case r := <-ws.ch:
-			ws.reply(r)
-			continue
-		default:
-		}
-		break
+	if len(ws.reqs) > 0 {
+		takeReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
 	}
 	ws.fail(ws.acked.prefix, cause) // nothing is acknowledged past prefix
 	return cause

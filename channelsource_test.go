@@ -21,7 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// laneFunc is a laneSource made of a function that owns nothing: tests give a Client
+// laneFunc is a channelSource made of a function that owns nothing: tests give a Client
 // lanes to an in-process server with it.
 type laneFunc func(ctx context.Context) (*conn, error)
 

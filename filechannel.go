@@ -9,12 +9,13 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The control lane. An SFTP channel answers in order (one sftp-server process per
+// Which channel a File goes on: the main channel rule (the README's "main channel
+// for small calls", once called the control lane). An SFTP channel answers in order (one sftp-server process per
 // channel) and carries at most one 2 MiB window of replies per round trip, so a Stat
 // sent behind a window of bulk DATA waits for that DATA to cross the link: several
 // round trips on a long link. So on a link where striping pays (Client.stripes), the
 // main channel is kept for metadata: files are opened on data channels, and striped
-// transfers add lanes on data channels only (laneChannels). Stat, Rename, ReadDir and
+// transfers add lanes on data channels only (dataChannels). Stat, Rename, ReadDir and
 // the rest then wait behind nothing but other small calls.
 //
 // The first data channel is opened in the background, when the first file is opened
@@ -27,13 +28,8 @@ import (
 // On a short link nothing changes: the main channel carries everything, as one
 // channel's window is not what limits it there.
 
-// busyChannel is how many requests a data channel must have in flight before a new
-// file's open asks for another data channel: about a window's worth of full-size
-// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
-const busyChannel = 8
-
-// controlLane opens data channels in the background for Client.fileChannel.
-type controlLane struct {
+// dataChannelOpener opens data channels in the background for Client.fileChannel.
+type dataChannelOpener struct {
 	turn atomic.Uint32 // rotates the choice among equally loaded channels
 
 	mu      sync.Mutex
@@ -50,7 +46,7 @@ func (c *Client) fileChannel() *conn {
 	if !c.stripes() {
 		return c.main
 	}
-	data := c.laneChannels()
+	data := c.dataChannels()
 	best := c.ctl.leastLoaded(slices.DeleteFunc(slices.Clone(data), notAnswered))
 	if len(data) < c.opts.channels && (best == nil || inFlight(best) >= busyChannel) {
 		c.ctl.open(c, len(data)+1)
@@ -66,20 +62,20 @@ func (c *Client) fileChannel() *conn {
 // pipelinedSession): a file opened there would wait behind the server's start, which
 // sshd pays a login shell for, 100 ms of CPU or more on a busy server, and the least
 // loaded channel is just the one starting. So a file goes only to a channel that has
-// answered a round trip (it has a minRTT): the control lane asks a new one for one as
+// answered a round trip (it has a minRTT): the data channel opener asks a new one for one as
 // soon as it is open, and a transfer's lane answers its OPEN.
 func notAnswered(cn *conn) bool { return cn.minRTT.Load() == 0 }
 
-// laneChannels returns the live channels a transfer may add as lanes: every channel
+// dataChannels returns the live channels a transfer may add as lanes: every channel
 // but the main one, which is kept for small calls (a File still open on the main
 // channel keeps it as its own lane).
-func (c *Client) laneChannels() []*conn {
+func (c *Client) dataChannels() []*conn {
 	return slices.DeleteFunc(c.chans.live(), func(cn *conn) bool { return cn == c.main })
 }
 
 // leastLoaded returns the channel of conns with the fewest requests in flight, taking
 // turns among equals; nil when conns is empty.
-func (l *controlLane) leastLoaded(conns []*conn) *conn {
+func (l *dataChannelOpener) leastLoaded(conns []*conn) *conn {
 	if len(conns) == 0 {
 		return nil
 	}
@@ -107,7 +103,7 @@ func inFlight(cn *conn) int {
 
 // open makes sure c has n data channels, in the background: one open at a time, none
 // once the server has refused a channel or the Client is closed.
-func (l *controlLane) open(c *Client, n int) {
+func (l *dataChannelOpener) open(c *Client, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.opening != nil || l.closed || c.chans.isRefused() {
@@ -138,7 +134,7 @@ func (l *controlLane) open(c *Client, n int) {
 
 // stop ends an open under way, without waiting for it (see wait); no open starts
 // after it.
-func (l *controlLane) stop() {
+func (l *dataChannelOpener) stop() {
 	l.mu.Lock()
 	l.closed = true
 	if l.cancel != nil {
@@ -150,4 +146,4 @@ func (l *controlLane) stop() {
 // wait waits for the open stop ended. Giving up a channel half set up costs a round
 // trip (the server has to close its side), so Client.Close waits for it only after
 // closing the other channels, which costs the same, rather than before.
-func (l *controlLane) wait() { l.wg.Wait() }
+func (l *dataChannelOpener) wait() { l.wg.Wait() }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 
@@ -43,7 +42,7 @@ func (c *Client) ReadFile(ctx context.Context, name string) ([]byte, error) {
 		err = readWhole(ctx, f, &buf)
 	}
 	if err != nil {
-		return nil, ctxErr(ctx, "read", name, err)
+		return nil, stoppedPath(ctx, "read", name, err)
 	}
 	if buf.Len() == 0 {
 		return []byte{}, nil // non-nil, as from os.ReadFile
@@ -63,9 +62,9 @@ var errReadAgain = errors.New("sftp: the file changed while it was read")
 // one handle's view is what a whole-file read must return.
 func readOneRound(ctx context.Context, f *File, size int64, buf *bytes.Buffer) error {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(ctx, f)
-		return f.err("read", fmt.Errorf("sftp: %w", err))
+		return f.err("read", err)
 	}
 	_, rest, _, err := f.receiveSmall(ctx, ctx, size, buf)
 	switch {
@@ -104,7 +103,7 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 // other in between): the size only chooses how to read, and readOneRound checks that the
 // handle holds exactly that much.
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
-	cn := c.fileChannel() // see controllane.go
+	cn := c.fileChannel() // see filechannel.go
 	bp := cn.smallPool.Get().(*[]byte)
 	id := cn.newID()
 	pkt := appendString1((*bp)[:0], sshfx.TypeStat, id, name)
@@ -172,7 +171,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 		err = cerr
 	}
 	if err != nil {
-		return ctxErr(ctx, "write", name, err)
+		return stoppedPath(ctx, "write", name, err)
 	}
 	return nil
 }
@@ -195,9 +194,9 @@ func (f *File) fitsOneBurst(n int) bool {
 // so it is written from that buffer after sendThenClose returns.
 func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	defer f.cancel()
-	if err := ctx.Err(); err != nil {
+	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(ctx, f)
-		return f.err("write", fmt.Errorf("sftp: %w", err))
+		return f.err("write", err)
 	}
 	size := f.c.limits.MaxWrite
 	// One encoder serves every WRITE: sendThenClose calls them in order, each just
@@ -232,51 +231,6 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	})
 	if cerr := closeReply(ctx, f, cls); cerr != nil && err == nil {
 		err = f.err("close", cerr)
-	}
-	return err
-}
-
-// closeWithin closes f, waiting for the server's answer only while ctx lasts: a
-// stalled server must not hold up a call whose ctx has ended. The CLOSE then stays in
-// flight; it completes, or fails with the connection, in the background.
-func closeWithin(ctx context.Context, f *File) error {
-	ok, err := waitWithin(ctx, f.cn, f.Close)
-	if !ok {
-		return f.err("close", err)
-	}
-	return err
-}
-
-// waitWithin runs fn, a request or two on cn, waiting for it only while ctx lasts. ok
-// is false when ctx ended first: fn then goes on in the background, where closing the
-// connection waits for it (and ends it, as every wait on the connection ends when it
-// fails), and err is the ctx error.
-func waitWithin(ctx context.Context, cn *conn, fn func() error) (ok bool, err error) {
-	if ctx.Done() == nil {
-		return true, fn()
-	}
-	done := make(chan error, 1)
-	if !cn.background(func() { done <- fn() }) {
-		return true, fn() // the connection is gone: fn fails at once
-	}
-	select {
-	case err := <-done:
-		return true, err
-	case <-ctx.Done():
-		select {
-		case err := <-done: // an answer that came in time still counts
-			return true, err
-		default:
-			return false, fmt.Errorf("sftp: %w", ctx.Err())
-		}
-	}
-}
-
-// ctxErr reports a transfer that ctx cut short (by cancelling the file, which surfaces
-// as fs.ErrClosed) as the ctx error, which is what the caller can act on.
-func ctxErr(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && errors.Is(err, fs.ErrClosed) {
-		return pathErr(op, name, fmt.Errorf("sftp: %w", ctx.Err()))
 	}
 	return err
 }

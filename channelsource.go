@@ -11,48 +11,33 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Lane sources. The channelSet (stripe.go) keeps the SFTP channels a Client stripes
-// over; a lane source is where it gets a new one, whatever the transport:
+// Channel sources. The channelPool (channelpool.go) keeps the SFTP channels a Client stripes
+// over; a channel source is where it gets a new one, whatever the transport:
 //
-//   - sshLanes: a session on an SSH connection: the caller's, and with WithDialer more
+//   - sshChannels: a session on an SSH connection: the caller's, and with WithDialer more
 //     connections the Client dials to the same server, when the server refuses another
-//     session on the ones it has (sshd MaxSessions) and to spread the lanes so that each
+//     session on the ones it has (sshd MaxSessions) and to spread the channels so that each
 //     connection's cipher stream (and sshd process) carries only a few of them;
-//   - pipeLanes: a fresh pair of pipes from WithPipeOpener (another `ssh -s sftp`).
+//   - pipeChannels: a fresh pair of pipes from WithPipeOpener (another `ssh -s sftp`).
 //
-// Lanes are kept by the channelSet across transfers and closed with the Client; the
+// Channels are kept by the channelPool across transfers and closed with the Client; the
 // source closes what else it owns (the dialled connections) after them.
 
-// laneSource opens the extra SFTP channels of a Client.
-type laneSource interface {
+// channelSource opens the extra SFTP channels of a Client.
+type channelSource interface {
 	// open starts one more SFTP channel. An error while ctx is live means the source
-	// cannot give more lanes (the server refused, the dialer or opener failed), and the
+	// cannot give more channels (the server refused, the dialer or opener failed), and the
 	// Client stops asking.
 	open(ctx context.Context) (*conn, error)
 	// close cancels opens under way and closes what the source owns. It runs after
-	// the channelSet has closed every lane.
+	// the channelPool has closed every channel.
 	close()
 }
 
-// defaultLanesPerConn is how many lanes share one SSH connection before the Client
-// dials another (with WithDialer). Each connection is one cipher stream, run by one
-// goroutine here and one sshd process there. It was measured on the project's 2-core
-// machine at RTT 50 ms (see docs/design.md, Lanes).
-const defaultLanesPerConn = 8
-
-// maxDialing bounds the dials one Client has under way. sshd drops connections that
-// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
-// the Client's striping growth.
-const maxDialing = 4
-
-// maxLaneAttempts bounds how often one open moves on to another connection after a
-// refused session or a dead connection.
-const maxLaneAttempts = 3
-
 var errNoMoreSessions = errors.New("sftp: the server refuses more sessions and no dialer was given")
 
-// sshLanes opens lanes as sessions on SSH connections.
-type sshLanes struct {
+// sshChannels opens channels as sessions on SSH connections.
+type sshChannels struct {
 	c    *Client
 	dial func(context.Context) (*ssh.Client, error) // nil: the caller's connection only
 	// pipeline: the server is known to take a session's requests and data in order,
@@ -64,27 +49,27 @@ type sshLanes struct {
 
 	mu       sync.Mutex
 	links    []*sshLink // links[0] is the caller's connection
-	perConn  int        // most lanes on one connection; lowered when a server refuses
+	perConn  int        // most channels on one connection; lowered when a server refuses
 	closed   bool
 	watchers sync.WaitGroup // one per dialled connection, until it is closed
 }
 
-// sshLink is one SSH connection and the lanes on it.
+// sshLink is one SSH connection and the channels on it.
 type sshLink struct {
-	sc    *ssh.Client   // set once ready is closed, if err is nil
-	ready chan struct{} // closed when the dial is over
-	err   error         // why the dial failed
-	owned bool          // dialled by the Client, which closes it
-	lanes int           // lanes open or being opened on it
-	live  int           // lanes open on it
-	full  bool          // the server refused a session on it
-	dead  bool
+	sc       *ssh.Client   // set once ready is closed, if err is nil
+	ready    chan struct{} // closed when the dial is over
+	err      error         // why the dial failed
+	owned    bool          // dialled by the Client, which closes it
+	channels int           // channels open or being opened on it
+	live     int           // channels open on it
+	full     bool          // the server refused a session on it
+	dead     bool
 }
 
-func newSSHLanes(c *Client, base *ssh.Client) *sshLanes {
+func newSSHChannels(c *Client, base *ssh.Client) *sshChannels {
 	ready := make(chan struct{})
 	close(ready)
-	s := &sshLanes{c: c, dial: c.opts.dial, perConn: c.opts.lanesPerConn,
+	s := &sshChannels{c: c, dial: c.opts.dial, perConn: c.opts.channelsPerConn,
 		links: []*sshLink{{sc: base, ready: ready}}, dialing: make(chan struct{}, maxDialing)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
@@ -92,14 +77,14 @@ func newSSHLanes(c *Client, base *ssh.Client) *sshLanes {
 
 // first opens the main channel on the caller's connection, waiting for each reply so
 // that a server that refuses something says what.
-func (s *sshLanes) first(ctx context.Context) (*conn, error) {
+func (s *sshChannels) first(ctx context.Context) (*conn, error) {
 	base := s.links[0]
 	cn, err := s.c.openSession(ctx, base.sc, nil)
 	if err != nil {
 		return nil, err
 	}
-	base.lanes, base.live = 1, 1
-	// The main channel proved the subsystem (or command) starts: lanes need not wait
+	base.channels, base.live = 1, 1
+	// The main channel proved the subsystem (or command) starts: channels need not wait
 	// for its reply where the server is known to keep a session's order.
 	s.pipeline = inOrderSessions(base.sc.ServerVersion())
 	return cn, nil
@@ -111,19 +96,19 @@ func (s *sshLanes) first(ctx context.Context) (*conn, error) {
 // with a zero window and opens it once the subsystem runs, so data cannot arrive
 // early; dropbear handles a channel's messages in order and starts the subsystem
 // while handling its request. Both are tested striping this way (TestStripe*,
-// TestDropbearStriped). Other servers get the wait: one round trip more per lane.
+// TestDropbearStriped). Other servers get the wait: one round trip more per channel.
 func inOrderSessions(serverVersion []byte) bool {
 	v := string(serverVersion)
 	return strings.HasPrefix(v, "SSH-2.0-OpenSSH_") || strings.HasPrefix(v, "SSH-2.0-dropbear")
 }
 
-func (s *sshLanes) open(ctx context.Context) (*conn, error) {
+func (s *sshChannels) open(ctx context.Context) (*conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
 	var err error
-	for range maxLaneAttempts {
-		var t *laneTicket
+	for range maxChannelAttempts {
+		var t *channelTicket
 		if t, err = s.reserve(ctx); err != nil {
 			return nil, err
 		}
@@ -139,18 +124,18 @@ func (s *sshLanes) open(ctx context.Context) (*conn, error) {
 	return nil, err
 }
 
-// laneTicket is a lane's place on a connection, from reserve until the lane's channel
-// is closed (or could not be opened).
-type laneTicket struct {
-	s     *sshLanes
+// channelTicket is a channel's place on a connection, from reserve until the
+// channel is closed (or could not be opened).
+type channelTicket struct {
+	s     *sshChannels
 	l     *sshLink
 	live  bool // the channel opened
 	ended bool
 }
 
-// opened counts the lane as open on its connection, unless it has already ended (its
+// opened counts the channel as open on its connection, unless it has already ended (its
 // channel may fail, and be closed, before the open returns).
-func (t *laneTicket) opened() {
+func (t *channelTicket) opened() {
 	t.s.mu.Lock()
 	if !t.ended {
 		t.live = true
@@ -160,11 +145,11 @@ func (t *laneTicket) opened() {
 }
 
 // end gives the place back; only the first call counts.
-func (t *laneTicket) end() {
+func (t *channelTicket) end() {
 	t.s.mu.Lock()
 	if !t.ended {
 		t.ended = true
-		t.l.lanes--
+		t.l.channels--
 		if t.live {
 			t.l.live--
 		}
@@ -172,9 +157,9 @@ func (t *laneTicket) end() {
 	t.s.mu.Unlock()
 }
 
-// reserve picks the connection for a new lane: the first with room, or a new one it
+// reserve picks the connection for a new channel: the first with room, or a new one it
 // dials. Several opens may wait for the same dial.
-func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
+func (s *sshChannels) reserve(ctx context.Context) (*channelTicket, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -182,7 +167,7 @@ func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
 	}
 	var l *sshLink
 	for _, cand := range s.links {
-		if !cand.dead && !cand.full && (s.dial == nil || cand.lanes < s.perConn) {
+		if !cand.dead && !cand.full && (s.dial == nil || cand.channels < s.perConn) {
 			l = cand
 			break
 		}
@@ -197,9 +182,9 @@ func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
 		s.links = append(s.links, l)
 		dialNow = true
 	}
-	l.lanes++
+	l.channels++
 	s.mu.Unlock()
-	t := &laneTicket{s: s, l: l}
+	t := &channelTicket{s: s, l: l}
 	if dialNow {
 		s.dialLink(ctx, l)
 	}
@@ -212,13 +197,13 @@ func (s *sshLanes) reserve(ctx context.Context) (*laneTicket, error) {
 		return t, nil
 	case <-ctx.Done():
 		t.end()
-		return nil, fmt.Errorf("sftp: opening a lane: %w", ctx.Err())
+		return nil, ctxError(ctx, "opening a channel")
 	}
 }
 
 // dialLink dials the connection l stands for, and watches it: when it dies it is
-// dropped, so later lanes dial anew.
-func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
+// dropped, so later channels dial anew.
+func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 	var sc *ssh.Client
 	var err error
 	select {
@@ -255,7 +240,7 @@ func (s *sshLanes) dialLink(ctx context.Context, l *sshLink) {
 // waits for it no longer than ctx: a dialer that ignores its ctx must not hold
 // Client.Close (which cancels ctx) or a transfer past its ctx. A connection such a
 // dialer delivers after the wait ended is closed, as nobody will use it.
-func (s *sshLanes) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
+func (s *sshChannels) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
 	sc, _, err := awaitOrAbandon(ctx, func() (*ssh.Client, error) {
 		sc, err := s.dial(ctx)
 		<-s.dialing
@@ -271,9 +256,9 @@ func (s *sshLanes) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
 	return sc, err
 }
 
-// session opens a lane on t's connection. The lane gives its place back when its
+// session opens a channel on t's connection. The channel gives its place back when its
 // channel is closed.
-func (s *sshLanes) session(ctx context.Context, t *laneTicket) (*conn, error) {
+func (s *sshChannels) session(ctx context.Context, t *channelTicket) (*conn, error) {
 	var cn *conn
 	var err error
 	if s.pipeline {
@@ -288,9 +273,9 @@ func (s *sshLanes) session(ctx context.Context, t *laneTicket) (*conn, error) {
 }
 
 // failed handles a session l could not give, and reports whether to try another
-// connection: when the server refused a session (there is room for fewer lanes on
+// connection: when the server refused a session (there is room for fewer channels on
 // each connection than thought) or the connection died, and a dialer can make more.
-func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
+func (s *sshChannels) failed(ctx context.Context, l *sshLink, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -305,7 +290,7 @@ func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.full = true
-	if l.live == 0 && l.lanes == 0 {
+	if l.live == 0 && l.channels == 0 {
 		return false // not even one session: more connections would not help
 	}
 	// All connections go to the same server, which allows this many. (Sessions still
@@ -315,7 +300,7 @@ func (s *sshLanes) failed(ctx context.Context, l *sshLink, err error) bool {
 }
 
 // drop forgets a dialled connection that died, and closes it.
-func (s *sshLanes) drop(l *sshLink) {
+func (s *sshChannels) drop(l *sshLink) {
 	s.mu.Lock()
 	gone := l.dead
 	if !gone {
@@ -328,7 +313,7 @@ func (s *sshLanes) drop(l *sshLink) {
 	}
 }
 
-func (s *sshLanes) remove(l *sshLink) {
+func (s *sshChannels) remove(l *sshLink) {
 	for i, cand := range s.links {
 		if cand == l {
 			s.links = append(s.links[:i], s.links[i+1:]...)
@@ -337,7 +322,7 @@ func (s *sshLanes) remove(l *sshLink) {
 	}
 }
 
-func (s *sshLanes) close() {
+func (s *sshChannels) close() {
 	s.mu.Lock()
 	s.closed = true
 	var owned []*ssh.Client
@@ -357,11 +342,11 @@ func (s *sshLanes) close() {
 // pipelinedSession opens a session channel and sends, without waiting for any reply,
 // the env requests and the subsystem (or exec) request, then INIT (startConn). The
 // main channel showed they succeed; should one fail after all, the server closes the
-// channel, and the lane fails with the reason it reads. onClose runs when the lane's
+// channel, and the channel fails with the reason it reads. onClose runs when the
 // channel is closed.
 func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sftp: %w", err)
+	if err := ctxError(ctx, ""); err != nil {
+		return nil, err
 	}
 	ch, abandoned, err := awaitOrAbandon(ctx, func() (ssh.Channel, error) {
 		// OpenChannel waits for the server's confirmation: the channel has no number
@@ -425,8 +410,8 @@ func (c *Client) startServerNoWait(ch ssh.Channel) error {
 	return nil
 }
 
-// pipeLanes opens lanes as pipe pairs from WithPipeOpener.
-type pipeLanes struct {
+// pipeChannels opens channels as pipe pairs from WithPipeOpener.
+type pipeChannels struct {
 	c      *Client
 	openFn func(context.Context) (io.Reader, io.WriteCloser, error)
 	life   context.Context // ends with close: stops opens under way
@@ -440,15 +425,15 @@ type pipeLanes struct {
 	starting chan struct{}
 }
 
-func newPipeLanes(c *Client) *pipeLanes {
-	p := &pipeLanes{c: c, openFn: c.opts.openPipe, starting: make(chan struct{}, maxDialing)}
+func newPipeChannels(c *Client) *pipeChannels {
+	p := &pipeChannels{c: c, openFn: c.opts.openPipe, starting: make(chan struct{}, maxDialing)}
 	p.life, p.stop = context.WithCancel(context.Background())
 	return p
 }
 
 // open runs the opener and starts SFTP on its pipes. A pair that arrives after Close
-// is closed by the channelSet, which no longer takes lanes.
-func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
+// is closed by the channelPool, which no longer takes channels.
+func (p *pipeChannels) open(ctx context.Context) (*conn, error) {
 	if p.life.Err() != nil {
 		return nil, &closedError{cause: errClientClosed}
 	}
@@ -458,7 +443,7 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	select {
 	case p.starting <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("sftp: opening another pipe: %w", ctx.Err())
+		return nil, ctxError(ctx, "opening another pipe")
 	}
 	// An opener that ignores its ctx must not hold Client.Close (which cancels ctx) or
 	// a transfer past its ctx: a pair it delivers after the wait ended is closed. Its
@@ -483,7 +468,7 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	r, w := pair.r, pair.w
 	closer, closable := pipeCloser(r, w)
 	cn, versioned := startConn(r, w, closer, closable, &p.c.dataPool)
-	// The lane is returned at once, so that its first request goes out behind INIT;
+	// The channel is returned at once, so that its first request goes out behind INIT;
 	// its token stays taken until the server has answered, or the conn has failed or
 	// been closed (its reader may stay blocked on a pipe that cannot be closed).
 	go func() {
@@ -496,7 +481,7 @@ func (p *pipeLanes) open(ctx context.Context) (*conn, error) {
 	return cn, nil
 }
 
-func (p *pipeLanes) close() { p.stop() }
+func (p *pipeChannels) close() { p.stop() }
 
 // pipePair is what a pipe opener returns.
 type pipePair struct {

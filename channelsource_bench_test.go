@@ -62,13 +62,13 @@ func BenchmarkLaneRamp(b *testing.B) {
 					}
 					c, err := NewClient(ctx, base, opts...)
 					require.NoError(b, err)
-					c.source.(*sshLanes).pipeline = mode != "waited"
+					c.source.(*sshChannels).pipeline = mode != "waited"
 					b.StartTimer()
 
 					start := time.Now()
 					var mu sync.Mutex
 					var ready []time.Duration
-					c.eachChannel(ctx, lanes, func(cn *conn) { // never main: see controllane.go
+					c.eachChannel(ctx, lanes, func(cn *conn) { // never main: see filechannel.go
 						_, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
 							return appendOpen(nil, id, name, sshfx.FlagRead, &sshfx.Attrs{})
 						})
@@ -96,7 +96,7 @@ func BenchmarkLaneRamp(b *testing.B) {
 
 // BenchmarkLanesPerConn downloads a file over 16 lanes behind a 50 ms round trip, with
 // at most k lanes per SSH connection (more dialled as needed), each round on a fresh
-// Client as a program would, ramp included: it chose defaultLanesPerConn. Set
+// Client as a program would, ramp included: it chose defaultChannelsPerConn. Set
 // SLUICE_BENCH_MIB for the size (default 256).
 func BenchmarkLanesPerConn(b *testing.B) {
 	const rtt = 50 * time.Millisecond

@@ -32,7 +32,7 @@ func TestPipeOpenerStartsFewAtOnce(t *testing.T) {
 			servers <- server{sr, sw}
 			return cr, cw, nil
 		}
-		p := newPipeLanes(c)
+		p := newPipeChannels(c)
 		defer p.close()
 		lanes := make(chan *conn, pipes)
 		for range pipes {

@@ -2,11 +2,10 @@ package sftp
 
 import (
 	"fmt"
-	"io/fs"
 )
 
 // The transfer engine: read.go moves data down (WriteTo, ReadAt, Read), write.go up
-// (ReadFrom, WriteAt), lanes.go and stripe.go spread requests over SFTP channels, and
+// (ReadFrom, WriteAt), lanes.go and channelpool.go spread requests over SFTP channels, and
 // flow.go holds the arithmetic that bounds what is in flight. Replies of a transfer,
 // from every lane, arrive on one Go channel with room for all it keeps in flight, so
 // no channel's reader ever blocks; each is matched to its request by id and filed by
@@ -33,8 +32,6 @@ type chunk struct {
 	// lane dies and the WRITE must go out again (write.go).
 	held *heldBuf
 }
-
-var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
 
 // readEnds is what a download's READ replies said about where the file ends: the
 // lowest offset a READ got EOF for, and the end of the furthest DATA. DATA past a

@@ -19,21 +19,15 @@ import (
 // So striping never delays the start of a transfer, and a channel the server refuses
 // (sshd MaxSessions) just means fewer lanes.
 
-// defaultStripeMinRTT is the round trip below which one channel's window is not what
-// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
-// connection. There extra channels would only add server processes competing for the
-// CPU. (Tests lower it to exercise striping on loopback.)
-const defaultStripeMinRTT = 2 * time.Millisecond
-
 // stripes reports whether the link is slow enough for striping to pay.
 func (c *Client) stripes() bool {
 	return c.opts.channels > 1 && c.source != nil &&
 		time.Duration(c.main.minRTT.Load()) >= c.opts.stripeMinRTT
 }
 
-// channelSet holds the SFTP channels of a Client: the main one, and the extra ones
+// channelPool holds the SFTP channels of a Client: the main one, and the extra ones
 // opened for striping, kept for reuse by later transfers.
-type channelSet struct {
+type channelPool struct {
 	grow sync.Mutex // serialises opening channels, so two transfers don't both open them
 
 	mu      sync.Mutex
@@ -42,12 +36,12 @@ type channelSet struct {
 	refused bool // the server refused a channel: don't ask again
 }
 
-func (s *channelSet) init(main *conn) { s.conns = []*conn{main} }
+func (s *channelPool) init(main *conn) { s.conns = []*conn{main} }
 
 // closeAll closes every channel and waits for their readers. A reader ends when the
 // server has closed its side, a round trip and a server process's exit away: the
 // channels close in parallel, so that Client.Close costs that once, not per channel.
-func (s *channelSet) closeAll() {
+func (s *channelPool) closeAll() {
 	s.mu.Lock()
 	conns := s.conns
 	s.conns, s.closed = nil, true
@@ -64,7 +58,7 @@ func (s *channelSet) closeAll() {
 }
 
 // live returns the channels that have not failed, dropping dead ones from the set.
-func (s *channelSet) live() []*conn {
+func (s *channelPool) live() []*conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.conns[:0:0]
@@ -99,11 +93,11 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 			}
 		}
 	}
-	useAll(c.laneChannels()) // never the main channel: see controllane.go
+	useAll(c.dataChannels()) // never the main channel: see filechannel.go
 	if len(seen) < n && c.source != nil && !c.chans.isRefused() {
 		c.chans.grow.Lock()
-		useAll(c.laneChannels()) // what another transfer opened while we waited
-		for i := len(c.laneChannels()); i < n && !c.chans.isRefused(); i++ {
+		useAll(c.dataChannels()) // what another transfer opened while we waited
+		for i := len(c.dataChannels()); i < n && !c.chans.isRefused(); i++ {
 			g.Go(func() error {
 				cn, err := c.source.open(ctx)
 				if err != nil {
@@ -126,20 +120,20 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 	g.Wait()
 }
 
-func (s *channelSet) isRefused() bool {
+func (s *channelPool) isRefused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refused
 }
 
-func (s *channelSet) refuse() {
+func (s *channelPool) refuse() {
 	s.mu.Lock()
 	s.refused = true
 	s.mu.Unlock()
 }
 
 // add keeps cn for reuse; false (and cn closed) when the Client closed meanwhile.
-func (s *channelSet) add(cn *conn) bool {
+func (s *channelPool) add(cn *conn) bool {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {

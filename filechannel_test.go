@@ -23,8 +23,8 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The control lane (controllane.go), against OpenSSH's sshd and sftp-server on
-// loopback with the striping threshold lifted, as in stripe_test.go: which channel
+// The control lane (filechannel.go), against OpenSSH's sshd and sftp-server on
+// loopback with the striping threshold lifted, as in channelpool_test.go: which channel
 // carries what is watched per channel (channelTaps) and from the server's side.
 
 // TestControlLanePlacement: on a long link the first Open goes on the main channel
@@ -43,17 +43,17 @@ func TestControlLanePlacement(t *testing.T) {
 		require.NoError(t, err)
 		require.Same(t, c.main, first.cn, "the first file, before any data channel was open")
 		awaitControlLane(t, c)
-		require.Len(t, c.laneChannels(), 1, "data channels")
+		require.Len(t, c.dataChannels(), 1, "data channels")
 		second, err := c.Open(ctx, name)
 		require.NoError(t, err)
-		require.Same(t, c.laneChannels()[0], second.cn, "the file opened once the data channel was")
+		require.Same(t, c.dataChannels()[0], second.cn, "the file opened once the data channel was")
 		closeFile(t, first)
 		closeFile(t, second)
 
 		// A striped transfer opens the other data channels; idle files then spread
 		// over all four.
 		downloadWhole(t, c, name, data, func() error { return e.awaitLanes(c, name, 4) })
-		require.Len(t, c.laneChannels(), 4, "data channels")
+		require.Len(t, c.dataChannels(), 4, "data channels")
 		on := map[*conn]bool{}
 		for range 4 {
 			f, err := c.Open(ctx, name)
@@ -228,7 +228,7 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	f, err := c.Open(ctx, name)
 	require.NoError(t, err)
 	stuck := f.cn
-	require.Same(t, c.laneChannels()[0], stuck)
+	require.Same(t, c.dataChannels()[0], stuck)
 	// The channels open in order: main, then the first data channel.
 	held := holds.get(1)
 	held.hold()
@@ -264,7 +264,7 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	// never waits for a channel), and another data channel opens for the next one.
 	require.Same(t, stuck, c.fileChannel())
 	awaitControlLane(t, c)
-	require.Len(t, c.laneChannels(), 2, "data channels")
+	require.Len(t, c.dataChannels(), 2, "data channels")
 	g, err := c.Open(ctx, otherName)
 	require.NoError(t, err)
 	require.NotSame(t, stuck, g.cn)
@@ -364,7 +364,7 @@ func TestControlLaneClientClose(t *testing.T) {
 		require.ErrorIs(t, err, net.ErrClosed, "Read on a data channel's file after Client.Close")
 		_, err = c.Open(ctx, name)
 		require.ErrorIs(t, err, net.ErrClosed, "Open after Client.Close")
-		require.Empty(t, c.laneChannels())
+		require.Empty(t, c.dataChannels())
 		require.NoError(t, e.waitServerHandles(name, 0), "handles left open on the server")
 		closeClient()
 		goleak.VerifyNone(t, ignore)
@@ -378,7 +378,7 @@ func TestControlLaneClientClose(t *testing.T) {
 		require.Same(t, c.main, f.cn)
 		require.NoError(t, c.Close())
 		awaitControlLane(t, c)
-		require.Empty(t, c.laneChannels(), "a data channel kept after Close")
+		require.Empty(t, c.dataChannels(), "a data channel kept after Close")
 		require.Same(t, c.main, c.fileChannel())
 		c.ctl.mu.Lock()
 		opening := c.ctl.opening
