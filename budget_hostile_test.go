@@ -105,7 +105,7 @@ const removesPath = "/.removes"
 // requireChildHandlesClosed checks that the child's server holds no handle open.
 func requireChildHandlesClosed(t *testing.T, c *Client) {
 	t.Helper()
-	fi, err := c.Stat(tsCtx(t), openHandlesPath)
+	fi, err := c.Stat(testCtx(t), openHandlesPath)
 	require.NoError(t, err)
 	require.Zero(t, fi.Size(), "handles left open")
 }
@@ -237,7 +237,7 @@ func newHostileClient(t *testing.T, kind string, limit int64, peak *heapPeak) *C
 	if peak != nil {
 		r = heapSampling{r: fromChild, h: peak}
 	}
-	c, err := NewClientPipe(tsCtx(t), r, toChild, WithMemoryLimit(limit))
+	c, err := NewClientPipe(testCtx(t), r, toChild, WithMemoryLimit(limit))
 	if err != nil {
 		toChild.Close()
 		fromChild.Close()
@@ -333,7 +333,7 @@ func TestHostileListingsHeap(t *testing.T) {
 				if (strings.Contains(hc.name, "Glob") && kind != "emptyext") || (strings.HasPrefix(hc.name, "RemoveAll") && kind == "emptyext") {
 					continue // Glob's tree is the same for every kind
 				}
-				ctx := tsCtx(t)
+				ctx := testCtx(t)
 				peak.reset()
 				allocated, err := allocatedBy(func() error { return hc.call(ctx, c) })
 				t.Logf("%s: allocated %.1f MiB, heap grew by %.1f MiB at most, for a limit of %d MiB (%.2f, %.2f times)",
@@ -387,7 +387,7 @@ func (s heapSampling) Read(p []byte) (int, error) {
 // which option raises the limit and what lists the directory anyway.
 func TestHostileWholeListingSaysWhatListsIt(t *testing.T) {
 	c := newHostileClient(t, "emptyext", minMemoryLimit, nil)
-	_, err := c.ReadDir(tsCtx(t), "/h")
+	_, err := c.ReadDir(testCtx(t), "/h")
 	require.ErrorIs(t, err, ErrListingTooLarge)
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)

@@ -160,9 +160,9 @@ func testCloseDuring(t *testing.T, k xferKind, cl xferCloser, trip bool) {
 	var err error
 	if k.read {
 		require.NoError(t, srv.WriteFile("/f", data, 0o644))
-		f, err = c.Open(tsCtx(t), "/f")
+		f, err = c.Open(testCtx(t), "/f")
 	} else {
-		f, err = c.Create(tsCtx(t), "/f")
+		f, err = c.Create(testCtx(t), "/f")
 	}
 	require.NoError(t, err)
 
@@ -193,7 +193,7 @@ func testCloseDuring(t *testing.T, k xferKind, cl xferCloser, trip bool) {
 		requireWorks(t, c)
 	} else {
 		requireClosedConn(t, f.Close())
-		_, err := c.Stat(tsCtx(t), "/")
+		_, err := c.Stat(testCtx(t), "/")
 		requireClosedConn(t, err)
 		srv.Close() // waits for the session to end: its handles are closed by then
 		require.Zero(t, srv.OpenHandles())
@@ -369,7 +369,7 @@ func cancelCasesNamed(t *testing.T, names ...string) []cancelCase {
 func TestCloseWhileCloseStalls(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Stall: stallFirst(ofType(testserver.TypeClose))})
 	require.NoError(t, srv.WriteFile("/f", []byte("data"), 0o644))
-	f, err := c.Open(tsCtx(t), "/f")
+	f, err := c.Open(testCtx(t), "/f")
 	require.NoError(t, err)
 	res := tsGo(f.Close)
 	tsWaitStalled(t, srv, 1)
@@ -461,14 +461,14 @@ func TestCloseWhileTransferBusy(t *testing.T) {
 			var res <-chan tsResult
 			if k == "WriteTo" {
 				require.NoError(t, srv.WriteFile("/f", randBytes(size, 16), 0o644))
-				f, err = c.Open(tsCtx(t), "/f")
+				f, err = c.Open(testCtx(t), "/f")
 				require.NoError(t, err)
 				res = tsGo(func() tsResult {
 					n, err := f.WriteTo(&tripAfterWriter{w: io.Discard, after: 1 << 20, trip: busy})
 					return tsResult{n, err}
 				})
 			} else {
-				f, err = c.Create(tsCtx(t), "/f")
+				f, err = c.Create(testCtx(t), "/f")
 				require.NoError(t, err)
 				res = tsGo(func() tsResult {
 					n, err := f.ReadFrom(&endlessSource{after: 1 << 20, trip: busy})
@@ -514,7 +514,7 @@ func TestCancelThenMalformedLateReply(t *testing.T) {
 	}
 	requireClosedConn(t, c.Err())
 	requireProtocolError(t, c.Err())
-	_, err := c.Stat(tsCtx(t), "/f")
+	_, err := c.Stat(testCtx(t), "/f")
 	requireClosedConn(t, err)
 	requireProtocolError(t, err)
 	srv.Close()
@@ -550,7 +550,7 @@ func TestGetTreeFailureClosesStoppedOpens(t *testing.T) {
 	require.NoError(t, srv.WriteFile("/t/a", randBytes(4<<20, 21), 0o644))
 	require.NoError(t, srv.WriteFile("/t/b", randBytes(1000, 22), 0o644))
 	res := tsGo(func() error {
-		return c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), Parallel(2))
+		return c.Get(testCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), Parallel(2))
 	})
 	tsWaitStalled(t, srv, 1)
 	tsRecv(t, aClosed, "a's CLOSE")

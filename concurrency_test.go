@@ -47,7 +47,7 @@ func TestReorderedReplies(t *testing.T) {
 			c, srv := newTestServerClient(t, testserver.Options{Reorder: reorder})
 			data := randBytes(size, 21)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 
 			f, err := c.Open(ctx, "/f")
 			require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestPipelining(t *testing.T) {
 			require.Equal(t, tc.max, c.window())
 			data := randBytes(size, 22)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 			f, err := c.Open(ctx, "/f")
 			require.NoError(t, err)
 			defer f.Close()
@@ -237,7 +237,7 @@ func TestPipelining(t *testing.T) {
 func TestConcurrentMixedOps(t *testing.T) {
 	const workers = 32
 	c, srv := newTestServerClient(t, testserver.Options{Reorder: 8})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 
 	work := func(i int) error {
 		dir := fmt.Sprintf("/w%02d", i)
@@ -342,7 +342,7 @@ func TestConcurrentSameFile(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Reorder: 8})
 	data := randBytes(size, 23)
 	require.NoError(t, srv.WriteFile("/f", data, 0o644))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	f, err := c.Open(ctx, "/f")
 	require.NoError(t, err)
 	defer f.Close()
@@ -410,7 +410,7 @@ func TestConcurrentClientClose(t *testing.T) {
 	const workers = 16
 	c, srv := newTestServerClient(t, testserver.Options{Reorder: 8})
 	require.NoError(t, srv.WriteFile("/f", randBytes(700_000, 24), 0o644))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	progress := make(chan struct{}, workers*4)
 	work := func(i int) error {
 		name := fmt.Sprintf("/w%02d", i)

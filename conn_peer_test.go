@@ -23,8 +23,8 @@ import (
 // ids, the single failure path, what a broken VERSION or a reply of the wrong type
 // does) and for fuzzing the client's decoding (fuzz_client_test.go); use the
 // in-process server (testserver_env_test.go) when a server that keeps its state is
-// easier than a script. Tests of conn's behaviour go in conn_test.go or here; scriptCtx
-// is testCtx (testctx_test.go).
+// easier than a script. Tests of conn's behaviour go in conn_test.go or here; every
+// wait is bounded by testCtx (testctx_test.go).
 
 type rawPacket struct {
 	typ  sshfx.PacketType

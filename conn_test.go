@@ -76,7 +76,7 @@ func TestConnHandshakeRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkLeaks(t)
-			c, run, err := pipeConn(t, scriptCtx(t), func(p *scriptPeer) {
+			c, run, err := pipeConn(t, testCtx(t), func(p *scriptPeer) {
 				tt.script(p)
 				if !tt.hangUp {
 					p.expectEOF() // a refused handshake closes the transport
@@ -136,7 +136,7 @@ func TestConnRepliesOutOfOrder(t *testing.T) {
 		}
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	ids := make([]uint32, 3)
 	chans := make([]chan response, 3)
 	for i := range ids {
@@ -163,7 +163,7 @@ func TestConnConcurrentCallsShuffled(t *testing.T) {
 		p.echo(reqs)
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	results := make([]<-chan callResult, n)
 	for i := range results {
 		results[i] = goCall(ctx, c, fmt.Sprint("/", i))
@@ -183,7 +183,7 @@ func TestConnReplyForUnknownID(t *testing.T) {
 		p.write(handleReply(0xfffffff0, "stray"))
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	results := []<-chan callResult{goCall(ctx, c, "/a"), goCall(ctx, c, "/b"), goCall(ctx, c, "/c")}
 	for _, ch := range results {
 		res := recv(t, ch)
@@ -214,7 +214,7 @@ func TestConnBadLength(t *testing.T) {
 			})
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			res := recv(t, goCall(scriptCtx(t), c, "/x"))
+			res := recv(t, goCall(testCtx(t), c, "/x"))
 			runtime.ReadMemStats(&after)
 
 			require.ErrorIs(t, res.err, net.ErrClosed)
@@ -228,7 +228,7 @@ func TestConnEOFWithRequestsPending(t *testing.T) {
 	checkLeaks(t)
 	// Returning closes the peer's end: EOF between packets, two requests unanswered.
 	c := mustPipeConn(t, func(p *scriptPeer) { p.readN(2, sshfx.TypeStat) })
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	for _, ch := range []<-chan callResult{goCall(ctx, c, "/a"), goCall(ctx, c, "/b")} {
 		res := recv(t, ch)
 		require.ErrorIs(t, res.err, io.ErrUnexpectedEOF)
@@ -245,7 +245,7 @@ func TestConnEOFInsidePacket(t *testing.T) {
 				req := p.read()
 				p.write(handleReply(req.id, "handle")[:cut])
 			})
-			res := recv(t, goCall(scriptCtx(t), c, "/a"))
+			res := recv(t, goCall(testCtx(t), c, "/a"))
 			require.ErrorIs(t, res.err, io.ErrUnexpectedEOF)
 			require.ErrorIs(t, res.err, net.ErrClosed)
 		})
@@ -261,7 +261,7 @@ func TestConnCleanEOF(t *testing.T) {
 	require.ErrorIs(t, err, errServerClosed)
 	require.NotErrorIs(t, err, io.ErrUnexpectedEOF, "nothing was outstanding")
 
-	res := recv(t, goCall(scriptCtx(t), c, "/a"))
+	res := recv(t, goCall(testCtx(t), c, "/a"))
 	require.ErrorIs(t, res.err, errServerClosed)
 }
 
@@ -286,7 +286,7 @@ func TestConnCancelThenLateReply(t *testing.T) {
 				p.echo([]rawPacket{p.read()})
 				p.expectEOF()
 			})
-			ctx, cancel := context.WithCancel(scriptCtx(t))
+			ctx, cancel := context.WithCancel(testCtx(t))
 			first := goCall(ctx, c, "/first")
 			recv(t, got)
 			cancel()
@@ -296,7 +296,7 @@ func TestConnCancelThenLateReply(t *testing.T) {
 			close(late)
 			recv(t, settled)
 
-			res = recv(t, goCall(scriptCtx(t), c, "/second"))
+			res = recv(t, goCall(testCtx(t), c, "/second"))
 			require.NoError(t, res.err)
 			require.Equal(t, "for /second", handleOf(t, res.r))
 			require.NoError(t, c.failed())
@@ -316,7 +316,7 @@ func TestConnAbandonDelivered(t *testing.T) {
 		close(acked)
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	id := c.newID()
 	ch := make(chan response, 1)
 	require.NoError(t, c.send(ctx, id, appendString1(nil, sshfx.TypeStat, id, "/a"), ch))
@@ -342,7 +342,7 @@ func TestConnCloseWithCallsInFlight(t *testing.T) {
 		close(allIn)
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	results := make([]<-chan callResult, n)
 	for i := range results {
 		results[i] = goCall(ctx, c, fmt.Sprint("/", i))
@@ -389,7 +389,7 @@ func TestConnForgetWithRepliesInTransit(t *testing.T) {
 		p.echo([]rawPacket{p.read()})
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	ch := make(chan response, n)
 	ids := make([]uint32, n)
 	for i := range ids {
@@ -446,7 +446,7 @@ func TestConnForgetRacingReplies(t *testing.T) {
 		}
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	for round := range rounds {
 		ch := make(chan response, n)
 		ids := make([]uint32, n)
@@ -472,7 +472,7 @@ func TestConnForgetAfterFailure(t *testing.T) {
 	ch := make(chan response, 2)
 	ids := []uint32{c.newID(), c.newID()}
 	for _, id := range ids {
-		require.NoError(t, c.send(scriptCtx(t), id, appendRead(nil, id, "h", 0, 4), ch))
+		require.NoError(t, c.send(testCtx(t), id, appendRead(nil, id, "h", 0, 4), ch))
 	}
 	recv(t, c.done)
 	// The failure reached each pending request as an error reply on ch; nothing else
@@ -509,7 +509,7 @@ func TestClientPipeWrongReplyType(t *testing.T) {
 		p.write(handleReply(req.id, "not attrs"))
 		p.expectEOF() // the client cannot trust the channel after that: it must close it
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	cl, err := NewClientPipe(ctx, clientR, clientW)
 	require.NoError(t, err)
 	defer cl.Close()
@@ -565,7 +565,7 @@ func TestClientPipeHandshakeRefused(t *testing.T) {
 		p.handshake(5)
 		p.expectEOF()
 	})
-	cl, err := NewClientPipe(scriptCtx(t), clientR, clientW)
+	cl, err := NewClientPipe(testCtx(t), clientR, clientW)
 	require.Nil(t, cl)
 	require.ErrorAs(t, err, new(*ProtocolError))
 	require.NoError(t, run.wait(t))
@@ -596,7 +596,7 @@ func TestConnConcurrentSendersDoNotInterleave(t *testing.T) {
 		}
 		p.expectEOF()
 	})
-	ctx := scriptCtx(t)
+	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	start := make(chan struct{}) // all senders go at once, to make overlap likely
@@ -640,7 +640,7 @@ func TestConnSendWaitsNoLongerThanCtx(t *testing.T) {
 		p.write(handleReply(binary.BigEndian.Uint32(rest), "first"))
 		p.expectEOF() // the second request must not have been sent
 	})
-	first := goCall(scriptCtx(t), c, "/first")
+	first := goCall(testCtx(t), c, "/first")
 	recv(t, stuck)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -74,7 +74,7 @@ func gatedClient(t *testing.T) (*Client, *testserver.Server, *gateWriter) {
 	r, w := srv.Conn()
 	gate := newGateWriter(w, copyMax)
 	t.Cleanup(gate.release) // as closing the SSH connection would: last of all
-	c, err := NewClientPipe(tsCtx(t), r, gate, withStallGrace(time.Hour))
+	c, err := NewClientPipe(testCtx(t), r, gate, withStallGrace(time.Hour))
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c, srv, gate
@@ -86,7 +86,7 @@ func putUntilHeld(t *testing.T, c *Client, gate *gateWriter) error {
 	t.Helper()
 	local := filepath.Join(t.TempDir(), "src")
 	writeLocal(t, local, randBytes(4<<20, 7), 0o644)
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	gate.hold()
 	res := tsGo(func() error { return c.Put(ctx, local, "/dst") })
@@ -104,7 +104,7 @@ func TestWriteStallGivesUpTheChannel(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NoError(t, c.Err(), "the grace has not passed")
 
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	res := tsGo(func() error { _, err := c.Stat(ctx, "/"); return err })
 	cancel()
 	require.ErrorIs(t, tsRecv(t, res, "Stat behind the stuck Write"), context.Canceled)
@@ -115,7 +115,7 @@ func TestWriteStallGivesUpTheChannel(t *testing.T) {
 	requireClosedConn(t, err)
 	require.True(t, isStalled(err), "%v", err)
 	require.ErrorContains(t, err, "the server stopped taking data")
-	_, err = c.Stat(tsCtx(t), "/")
+	_, err = c.Stat(testCtx(t), "/")
 	require.True(t, isStalled(err), "a later call: %v", err)
 	// Close returns though the writer is still held (until the cleanup releases it).
 	tsRecv(t, tsGo(func() error { return c.Close() }), "Close")
@@ -131,7 +131,7 @@ func TestCancelledUploadKeepsAHealthyChannel(t *testing.T) {
 
 	// The Put itself may have sent LSTATs (of its destination) before its WRITE.
 	lstats := srv.Requests(testserver.TypeLstat)
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	res := tsGo(func() error { _, err := c.Lstat(ctx, "/never"); return err })
 	cancel()
 	require.ErrorIs(t, tsRecv(t, res, "Lstat behind the held Write"), context.Canceled)
@@ -147,7 +147,7 @@ func TestCancelledUploadKeepsAHealthyChannel(t *testing.T) {
 	local := filepath.Join(t.TempDir(), "again")
 	data := randBytes(3<<20+5, 8)
 	writeLocal(t, local, data, 0o644)
-	require.NoError(t, c.Put(tsCtx(t), local, "/again"))
+	require.NoError(t, c.Put(testCtx(t), local, "/again"))
 	got, err := srv.ReadFile("/again")
 	require.NoError(t, err)
 	requireSameBytes(t, data, got)
@@ -157,7 +157,7 @@ func TestCancelledUploadKeepsAHealthyChannel(t *testing.T) {
 // Write of the same File that is queued behind it does not go out.
 func TestDeadlineEndsAWriteHeldInTheTransport(t *testing.T) {
 	c, srv, gate := gatedClient(t)
-	f, err := c.Create(tsCtx(t), "/f")
+	f, err := c.Create(testCtx(t), "/f")
 	require.NoError(t, err)
 	gate.hold()
 	res := tsGo(func() error { _, err := f.WriteAt(make([]byte, 64<<10), 0); return err })
@@ -184,7 +184,7 @@ func TestNewClientPipeCtxBoundsINIT(t *testing.T) {
 	gate := newGateWriter(w, 0)
 	gate.hold()
 	defer gate.release()
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	res := tsGo(func() tsClientResult {
 		c, err := NewClientPipe(ctx, r, gate)
@@ -205,7 +205,7 @@ func TestNewClientPipeCtxBoundsINITOnAPipe(t *testing.T) {
 	peerR, w := io.Pipe()
 	defer peerW.Close()
 	defer peerR.Close()
-	ctx, cancel := context.WithTimeout(tsCtx(t), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testCtx(t), 50*time.Millisecond)
 	defer cancel()
 	c, err := NewClientPipe(ctx, r, w)
 	require.Nil(t, c)
@@ -219,7 +219,7 @@ func TestNewClientPipeCtxBoundsINITOnAPipe(t *testing.T) {
 // a call gives up on it.
 func TestStallWatchFollowsTheWriteUnderWay(t *testing.T) {
 	c, _, gate := gatedClient(t)
-	f, err := c.Create(tsCtx(t), "/f")
+	f, err := c.Create(testCtx(t), "/f")
 	require.NoError(t, err)
 	// A call that gave up after its request went out: nothing is in a Write.
 	c.main.mu.Lock()
@@ -249,7 +249,7 @@ func TestStallWatchFollowsTheWriteUnderWay(t *testing.T) {
 func TestCloseDoesNotWaitForAHeldWrite(t *testing.T) {
 	c, _, gate := gatedClient(t)
 	c.main.stallGraceSet.Store(int64(50 * time.Millisecond)) // Close's wait
-	f, err := c.Create(tsCtx(t), "/f")
+	f, err := c.Create(testCtx(t), "/f")
 	require.NoError(t, err)
 	gate.hold()
 	res := tsGo(func() error { _, err := f.WriteAt(make([]byte, 64<<10), 0); return err })

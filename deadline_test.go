@@ -74,7 +74,7 @@ func TestFileDeadlineEndsAStalledReadOnSFTPServer(t *testing.T) {
 // reply); a deadline far off changes nothing.
 func TestFileDeadlineTimerEndsAStalledWrite(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Stall: stallFirst(ofType(testserver.TypeWrite))})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	f, err := c.Create(ctx, "/f")
 	require.NoError(t, err)
 	defer f.Close()
@@ -105,7 +105,7 @@ func TestFileDeadlineTimerEndsAStalledWrite(t *testing.T) {
 // "closed" error stays one.
 func TestFileDeadlineInThePast(t *testing.T) {
 	c, _ := newTestServerClient(t, testserver.Options{})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	f, err := c.Create(ctx, "/f")
 	require.NoError(t, err)
 	require.NoError(t, f.SetDeadline(time.Unix(1, 0)))
@@ -133,7 +133,7 @@ func TestFileDeadlineInThePast(t *testing.T) {
 func TestFileDeadlineReported(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{})
 	require.NoError(t, srv.WriteFile("/f", []byte("data"), 0o644))
-	f, err := c.Open(tsCtx(t), "/f")
+	f, err := c.Open(testCtx(t), "/f")
 	require.NoError(t, err)
 	defer f.Close()
 

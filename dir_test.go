@@ -90,7 +90,7 @@ func TestDirStreamsMillionEntriesInBoundedHeap(t *testing.T) {
 
 func TestDirReadDirNOverPages(t *testing.T) {
 	c, _ := newTestServerClient(t, testserver.Options{Listing: synthetic("/d", numbered(2500, 1000))})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	d, err := c.OpenDir(ctx, "/d")
 	require.NoError(t, err)
 	var names []string
@@ -123,7 +123,7 @@ func TestReadDirRefusesEndlessListing(t *testing.T) {
 		Listing: synthetic("/loop", endless(1000)),
 		Stall:   func(r testserver.Request) bool { w.observe(r); return false },
 	})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	_, err := c.ReadDir(ctx, "/loop")
 	require.ErrorIs(t, err, ErrListingTooLarge)
 	var pe *fs.PathError
@@ -155,7 +155,7 @@ func TestReadDirRefusesEndlessListing(t *testing.T) {
 func TestReadDirRefusesEmptyPagesForever(t *testing.T) {
 	empty := func(int) []testserver.ListEntry { return []testserver.ListEntry{} }
 	c, _ := newTestServerClient(t, testserver.Options{Listing: synthetic("/empty", empty)})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	_, err := c.ReadDir(ctx, "/empty")
 	require.ErrorContains(t, err, "without an entry")
 	for _, err := range c.DirEntries(ctx, "/empty") {
@@ -198,7 +198,7 @@ func TestListingsRefuseInvalidEntryNames(t *testing.T) {
 				Listing: synthetic("/evil", hostileLister(name)),
 				Stall:   func(r testserver.Request) bool { w.observe(r); return false },
 			})
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 			require.NoError(t, c.Mkdir(ctx, "/evil", 0o755)) // so Stat and Lstat see a directory
 
 			_, err := c.ReadDir(ctx, "/evil")
@@ -283,7 +283,7 @@ func TestDirCloseEndsARead(t *testing.T) {
 		Listing: synthetic("/d", numbered(10, 10)),
 		Stall:   stallFirst(ofType(testserver.TypeReaddir)),
 	})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	d, err := c.OpenDir(ctx, "/d")
 	require.NoError(t, err)
 	res := tsGo(func() error { _, err := d.ReadDir(1); return err })
@@ -299,7 +299,7 @@ func TestReadDirCtxBoundsAStalledPage(t *testing.T) {
 		Listing: synthetic("/d", numbered(10, 10)),
 		Stall:   stallFirst(ofType(testserver.TypeReaddir)),
 	})
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	res := tsGo(func() error { _, err := c.ReadDir(ctx, "/d"); return err })
 	tsWaitStalled(t, srv, 1)
 	cancel()
@@ -365,7 +365,7 @@ func TestDirStreamsOnSFTPServer(t *testing.T) {
 // must still close the directory handle (it was only closed on the normal paths).
 func TestDirEntriesClosesOnPanic(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Listing: synthetic("/d", numbered(10, 5))})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	func() {
 		defer func() { require.Equal(t, "boom", recover()) }()
 		for range c.DirEntries(ctx, "/d") {
@@ -402,7 +402,7 @@ func TestReadDirPagesBehindAnEOF(t *testing.T) {
 			return nil
 		},
 	})
-	entries, err := c.ReadDir(tsCtx(t), "/r")
+	entries, err := c.ReadDir(testCtx(t), "/r")
 	require.NoError(t, err)
 	var names []string
 	for _, e := range entries {

@@ -64,7 +64,7 @@ func TestEngineReaderAtParallel(t *testing.T) {
 
 	t.Run("whole", func(t *testing.T) {
 		c, srv := newTestServerClient(t, testserver.Options{})
-		f, err := c.Create(tsCtx(t), "/up")
+		f, err := c.Create(testCtx(t), "/up")
 		require.NoError(t, err)
 		src := newMeetingReaderAt(data)
 		var n int64
@@ -82,7 +82,7 @@ func TestEngineReaderAtParallel(t *testing.T) {
 
 	t.Run("from its position", func(t *testing.T) {
 		c, srv := newTestServerClient(t, testserver.Options{})
-		f, err := c.Create(tsCtx(t), "/up")
+		f, err := c.Create(testCtx(t), "/up")
 		require.NoError(t, err)
 		const skip = 1000
 		src := newMeetingReaderAt(data)
@@ -100,7 +100,7 @@ func TestEngineReaderAtParallel(t *testing.T) {
 
 	t.Run("source shorter than its size", func(t *testing.T) {
 		c, srv := newTestServerClient(t, testserver.Options{})
-		f, err := c.Create(tsCtx(t), "/up")
+		f, err := c.Create(testCtx(t), "/up")
 		require.NoError(t, err)
 		src := newMeetingReaderAt(data)
 		src.sizeFake = size + 3<<20
@@ -116,7 +116,7 @@ func TestEngineReaderAtParallel(t *testing.T) {
 
 	t.Run("source fails", func(t *testing.T) {
 		c, srv := newTestServerClient(t, testserver.Options{})
-		f, err := c.Create(tsCtx(t), "/up")
+		f, err := c.Create(testCtx(t), "/up")
 		require.NoError(t, err)
 		src := newMeetingReaderAt(data)
 		src.failAt = 2<<20 + 7
@@ -193,7 +193,7 @@ func TestEngineWriterAtOutOfOrder(t *testing.T) {
 		return r.Type == testserver.TypeRead && r.Offset == 0 && stalled.CompareAndSwap(false, true)
 	}})
 	require.NoError(t, srv.WriteFile("/f", data, 0o644))
-	f, err := c.Open(tsCtx(t), "/f")
+	f, err := c.Open(testCtx(t), "/f")
 	require.NoError(t, err)
 	defer f.Close()
 	w := &recordingWriterAt{onAhead: func() { srv.ReleaseStalled() }}
@@ -258,7 +258,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 		}
 		return newConn(ctx, r, wc, closer, true, &c.dataPool)
 	})
-	f, err := c.Create(tsCtx(t), "/up")
+	f, err := c.Create(testCtx(t), "/up")
 	require.NoError(t, err)
 	var n int64
 	within(t, func() { n, err = f.ReadFrom(bytes.NewReader(data)) })

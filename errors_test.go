@@ -66,7 +66,7 @@ func TestBareFailuresStayFailures(t *testing.T) {
 		}
 		return 0
 	}})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, srv.Mkdir("/empty", 0o755))
 	err := c.Mkdir(ctx, "/new", 0o755)
 	require.ErrorIs(t, err, &StatusError{Code: StatusFailure})

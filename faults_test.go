@@ -51,7 +51,7 @@ func TestFaultServerDiesMidDownload(t *testing.T) {
 			pending := tsGo(func() error { _, err := c.Stat(context.Background(), "/pending"); return err })
 			tsWaitStalled(t, srv, 1)
 
-			f, err := c.Open(tsCtx(t), "/big")
+			f, err := c.Open(testCtx(t), "/big")
 			require.NoError(t, err)
 			var buf bytes.Buffer
 			res := tsRecv(t, tsGo(func() tsResult { n, err := f.WriteTo(&buf); return tsResult{n, err} }), "WriteTo")
@@ -89,7 +89,7 @@ func TestFaultServerDiesMidUpload(t *testing.T) {
 			pending := tsGo(func() error { _, err := c.Stat(context.Background(), "/pending"); return err })
 			tsWaitStalled(t, srv, 1)
 
-			f, err := c.Create(tsCtx(t), "/up")
+			f, err := c.Create(testCtx(t), "/up")
 			require.NoError(t, err)
 			res := tsRecv(t, tsGo(func() tsResult { n, err := f.ReadFrom(bytes.NewReader(data)); return tsResult{n, err} }), "ReadFrom")
 			t.Logf("ReadFrom: n=%d err=%v", res.n, res.err)
@@ -115,7 +115,7 @@ func TestFaultServerDiesMidUpload(t *testing.T) {
 // net.ErrClosed.
 func requireDeadClient(t *testing.T, c *Client) {
 	t.Helper()
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	_, err := c.Stat(ctx, "/")
 	requireClosedConn(t, err)
 	_, err = c.ReadDir(ctx, "/")
@@ -253,7 +253,7 @@ func runCorrupt(t *testing.T, opts testserver.Options, op corruptOp, mayPass boo
 	c, srv := newTestServerClient(t, opts)
 	require.NoError(t, srv.WriteFile("/file", randBytes(corruptFileSize, 3), 0o644))
 
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	err := tsRecv(t, tsGo(func() error { return op.run(ctx, c) }), op.name)
 	t.Logf("%s: %v", op.name, err)
 	if !mayPass || err != nil {
@@ -291,7 +291,7 @@ func TestFaultUploadFailsPartWay(t *testing.T) {
 			require.Equal(t, w, c.Limits().MaxWrite)
 			data := randBytes(size, 4)
 
-			f, err := c.Create(tsCtx(t), "/up")
+			f, err := c.Create(testCtx(t), "/up")
 			require.NoError(t, err)
 			res := tsRecv(t, tsGo(func() tsResult { n, err := f.ReadFrom(bytes.NewReader(data)); return tsResult{n, err} }), "ReadFrom")
 			t.Logf("ReadFrom: n=%d err=%v", res.n, res.err)
@@ -312,7 +312,7 @@ func TestFaultUploadFailsPartWay(t *testing.T) {
 			require.Zero(t, srv.OpenHandles())
 
 			// WriteAt reports the same through its n (the one-shot hook is spent).
-			f, err = c.OpenFile(tsCtx(t), "/up2", os.O_WRONLY|os.O_CREATE, 0o644)
+			f, err = c.OpenFile(testCtx(t), "/up2", os.O_WRONLY|os.O_CREATE, 0o644)
 			require.NoError(t, err)
 			n, err := tsRecv(t, tsGo(func() tsResult {
 				n, err := f.WriteAt(data, 0)
@@ -372,7 +372,7 @@ func TestFaultDownloadFailsPartWay(t *testing.T) {
 			c, srv := newTestServerClient(t, testserver.Options{Fail: refuse, Reorder: tc.reorder})
 			data := randBytes(size, 7)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
-			f, err := c.Open(tsCtx(t), "/f")
+			f, err := c.Open(testCtx(t), "/f")
 			require.NoError(t, err)
 			defer f.Close()
 			requireErr := func(what string, err error) {
@@ -445,7 +445,7 @@ func TestFaultFstatRefused(t *testing.T) {
 			data := randBytes(size, 5)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
 
-			f, err := c.Open(tsCtx(t), "/f")
+			f, err := c.Open(testCtx(t), "/f")
 			require.NoError(t, err)
 			var buf bytes.Buffer
 			err = tsRecv(t, tsGo(func() error { _, err := f.WriteTo(&buf); return err }), "WriteTo")
@@ -453,7 +453,7 @@ func TestFaultFstatRefused(t *testing.T) {
 			require.True(t, bytes.Equal(data, buf.Bytes()), "downloaded bytes differ")
 			require.NoError(t, f.Close())
 
-			got, err := c.ReadFile(tsCtx(t), "/f")
+			got, err := c.ReadFile(testCtx(t), "/f")
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(data, got))
 
@@ -504,7 +504,7 @@ func TestFaultHandshake(t *testing.T) {
 			tsNoLeaks(t)
 			srv := testserver.New(testserver.Options{Corrupt: versionAs(v)})
 			defer srv.Close()
-			c, err := dialTestServer(tsCtx(t), srv)
+			c, err := dialTestServer(testCtx(t), srv)
 			require.Nil(t, c)
 			requireProtocolError(t, err)
 			require.Contains(t, err.Error(), fmt.Sprintf("version %d", v))
@@ -525,7 +525,7 @@ func TestFaultHandshake(t *testing.T) {
 			tsNoLeaks(t)
 			srv := testserver.New(testserver.Options{Corrupt: fn})
 			defer srv.Close()
-			c, err := dialTestServer(tsCtx(t), srv)
+			c, err := dialTestServer(testCtx(t), srv)
 			t.Logf("%v", err)
 			require.Nil(t, c)
 			requireProtocolError(t, err)
@@ -537,7 +537,7 @@ func TestFaultHandshake(t *testing.T) {
 			tsNoLeaks(t)
 			srv := testserver.New(testserver.Options{DropAfterBytes: cut})
 			defer srv.Close()
-			c, err := dialTestServer(tsCtx(t), srv)
+			c, err := dialTestServer(testCtx(t), srv)
 			t.Logf("%v", err)
 			require.Nil(t, c)
 			require.ErrorIs(t, err, io.ErrUnexpectedEOF)
@@ -548,7 +548,7 @@ func TestFaultHandshake(t *testing.T) {
 		tsNoLeaks(t)
 		srv := testserver.New(testserver.Options{DropAfterRequests: 1})
 		defer srv.Close()
-		c, err := dialTestServer(tsCtx(t), srv)
+		c, err := dialTestServer(testCtx(t), srv)
 		t.Logf("%v", err)
 		require.Nil(t, c)
 		requireClosedConn(t, err)
@@ -611,7 +611,7 @@ func TestFaultShortReads(t *testing.T) {
 			c, srv := newTestServerClient(t, tc.opts)
 			data := randBytes(tc.size, 6)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
-			f, err := c.Open(tsCtx(t), "/f")
+			f, err := c.Open(testCtx(t), "/f")
 			require.NoError(t, err)
 			defer f.Close()
 

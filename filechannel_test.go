@@ -23,15 +23,15 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The control lane (filechannel.go), against OpenSSH's sshd and sftp-server on
+// The main channel rule (filechannel.go), against OpenSSH's sshd and sftp-server on
 // loopback with the striping threshold lifted, as in channelpool_test.go: which channel
 // carries what is watched per channel (channelTaps) and from the server's side.
 
-// TestControlLanePlacement: on a long link the first Open goes on the main channel
+// TestFileChannelPlacement: on a long link the first Open goes on the main channel
 // (no Open waits for a channel to be set up) and starts the first data channel; once
 // it is open, files go on data channels, taking turns among idle ones. On a short link
 // everything stays on the main channel and no channel is opened.
-func TestControlLanePlacement(t *testing.T) {
+func TestFileChannelPlacement(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	data := randBytes(stripeSize, 31)
 	name := e.file(t, "f", data)
@@ -42,7 +42,7 @@ func TestControlLanePlacement(t *testing.T) {
 		first, err := c.Open(ctx, name)
 		require.NoError(t, err)
 		require.Same(t, c.main, first.cn, "the first file, before any data channel was open")
-		awaitControlLane(t, c)
+		awaitDataChannel(t, c)
 		require.Len(t, c.dataChannels(), 1, "data channels")
 		second, err := c.Open(ctx, name)
 		require.NoError(t, err)
@@ -74,15 +74,15 @@ func TestControlLanePlacement(t *testing.T) {
 		require.NoError(t, err)
 		require.Same(t, c.main, f.cn)
 		closeFile(t, f)
-		awaitControlLane(t, c)
+		awaitDataChannel(t, c)
 		require.Len(t, c.chans.live(), 1, "channels on a link too short to stripe")
 	})
 }
 
-// TestControlLaneKeepsBulkOffMain: once the first data channel is open, no transfer's
+// TestFileChannelKeepsBulkOffMain: once the first data channel is open, no transfer's
 // OPEN, READ or WRITE crosses the main channel, striped or not, whichever call moves
 // it, while the metadata calls do; and the striped ones still use several channels.
-func TestControlLaneKeepsBulkOffMain(t *testing.T) {
+func TestFileChannelKeepsBulkOffMain(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	taps := &channelTaps{}
 	c, _ := e.client(t, "", WithChannels(4), withStreamWrap(taps.wrap))
@@ -209,11 +209,11 @@ func (hs *holdReaders) get(i int) *holdReader {
 	return hs.all[i]
 }
 
-// TestControlLaneStatWhileDataChannelStuck: a transfer's channel whose window is full
+// TestFileChannelStatWhileDataChannelStuck: a transfer's channel whose window is full
 // (the client is not draining it) holds up nothing on the main channel: Stat, Rename
 // and a new file's open are answered, and the busy channel makes the next file's open
 // ask for another data channel, where a file is read while the first one is stuck.
-func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
+func TestFileChannelStatWhileDataChannelStuck(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	holds := &holdReaders{}
 	c, _ := e.client(t, "", WithChannels(4), withStreamWrap(holds.wrap))
@@ -263,7 +263,7 @@ func TestControlLaneStatWhileDataChannelStuck(t *testing.T) {
 	// The full channel is the only data channel: a new file still goes there (it
 	// never waits for a channel), and another data channel opens for the next one.
 	require.Same(t, stuck, c.fileChannel())
-	awaitControlLane(t, c)
+	awaitDataChannel(t, c)
 	require.Len(t, c.dataChannels(), 2, "data channels")
 	g, err := c.Open(ctx, otherName)
 	require.NoError(t, err)
@@ -334,10 +334,10 @@ func (e *stripeEnv) serverWrote(name string) (int64, error) {
 	return 0, fmt.Errorf("no wchar in /proc/%s/io", pids[0])
 }
 
-// TestControlLaneClientClose: Client.Close closes the data channels with the main one,
+// TestFileChannelClientClose: Client.Close closes the data channels with the main one,
 // ends files open on them, and leaves no goroutine and no server handle behind; also
 // when it comes while the first data channel is still being opened.
-func TestControlLaneClientClose(t *testing.T) {
+func TestFileChannelClientClose(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	data := randBytes(stripeSize, 36)
 	name := e.file(t, "f", data)
@@ -377,7 +377,7 @@ func TestControlLaneClientClose(t *testing.T) {
 		require.NoError(t, err)
 		require.Same(t, c.main, f.cn)
 		require.NoError(t, c.Close())
-		awaitControlLane(t, c)
+		awaitDataChannel(t, c)
 		require.Empty(t, c.dataChannels(), "a data channel kept after Close")
 		require.Same(t, c.main, c.fileChannel())
 		c.ctl.mu.Lock()

@@ -94,10 +94,10 @@ func serverFDs(t *testing.T, pid int) []string {
 // waited for, and one more round trip lets a CLOSE sent without waiting land.
 func settle(t *testing.T, c *Client) {
 	t.Helper()
-	_, err := c.Stat(gpCtx(t), "/")
+	_, err := c.Stat(testCtx(t), "/")
 	require.NoError(t, err)
 	c.main.bg.Wait()
-	_, err = c.Stat(gpCtx(t), "/")
+	_, err = c.Stat(testCtx(t), "/")
 	require.NoError(t, err)
 }
 
@@ -197,7 +197,7 @@ func TestGetPutSingleFile(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
 	for _, size := range []int{0, 1, 261121, 3<<20 + 1} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			ctx := gpCtx(t)
+			ctx := testCtx(t)
 			local, remote := gpDirs(t)
 			data := gpData(size, 7)
 			src := filepath.Join(local, "src.bin")
@@ -234,7 +234,7 @@ func dirNames(t *testing.T, dir string) []string {
 
 func TestGetPutReplacesExisting(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "f"), gpData(1000, 1))
 	gpWrite(t, filepath.Join(remote, "f"), gpData(5000, 2)) // longer: a replacement, not an overwrite
@@ -252,7 +252,7 @@ func TestGetPutReplacesExisting(t *testing.T) {
 func TestGetPutNamesTheCopy(t *testing.T) {
 	serveDir := t.TempDir()
 	c, _ := getPutClient(t, serveDir)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	data := gpData(12345, 3)
 	gpWrite(t, filepath.Join(local, "a.txt"), data)
@@ -282,7 +282,7 @@ func TestGetPutNamesTheCopy(t *testing.T) {
 func TestGetLocalNames(t *testing.T) {
 	serveDir := t.TempDir()
 	c, _ := getPutClient(t, serveDir)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, _ := gpDirs(t)
 	gpWrite(t, filepath.Join(serveDir, "tree", "f"), []byte("f"))
 	want := listTree(t, filepath.Join(serveDir, "tree"))
@@ -309,7 +309,7 @@ func TestGetLocalNames(t *testing.T) {
 
 func TestGetPutDirectoryNeedsRecursive(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	err := c.Put(ctx, local, filepath.Join(remote, "x"))
 	require.ErrorIs(t, err, errNeedRecursive)
@@ -327,7 +327,7 @@ func TestGetPutDirectoryNeedsRecursive(t *testing.T) {
 
 func TestGetPutTree(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	src := filepath.Join(local, "tree")
 	makeTree(t, src)
@@ -362,7 +362,7 @@ func TestGetPutTree(t *testing.T) {
 
 func TestGetPutTreeThroughLink(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "real", "sub", "f"), []byte("data"))
 	require.NoError(t, os.Symlink("real", filepath.Join(local, "via")))
@@ -379,19 +379,19 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 func TestKeepPart(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
 	_, remote := gpDirs(t)
-	tr, err := c.newCall(gpCtx(t), nil)
+	tr, err := c.newCall(testCtx(t), nil)
 	require.NoError(t, err)
 	part := filepath.Join(remote, ".p"+partSuffix)
 	gpWrite(t, part, gpData(1000, 14))
-	tr.keepPart(gpCtx(t), part, 300)
+	tr.keepPart(testCtx(t), part, 300)
 	require.Equal(t, gpData(1000, 14)[:300], gpRead(t, part))
-	tr.keepPart(gpCtx(t), part, 0)
+	tr.keepPart(testCtx(t), part, 0)
 	require.NoFileExists(t, part)
 }
 
 func TestGetPutTreeOntoFile(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "tree", "f"), []byte("x"))
 	gpWrite(t, filepath.Join(remote, "file"), []byte("keep"))
@@ -406,7 +406,7 @@ func TestGetPutTreeOntoFile(t *testing.T) {
 
 func TestGetPutPreserve(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 	atime := time.Date(2002, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -456,7 +456,7 @@ func TestGetPutPreserve(t *testing.T) {
 
 func TestGetPutResume(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	const size, k = 1<<20 + 17, 300_001
 	data := gpData(size, 9)
@@ -550,7 +550,7 @@ func TestGetPutResume(t *testing.T) {
 
 func TestGetPutAtomic(t *testing.T) {
 	c, pid := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	before := serverFDs(t, pid)
 	old := []byte("the old content")
@@ -638,7 +638,7 @@ func TestGetPutAtomic(t *testing.T) {
 
 func TestGetPutCancel(t *testing.T) {
 	c, pid := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	data := gpData(16<<20, 12)
 	gpWrite(t, filepath.Join(local, "big"), data)
@@ -704,7 +704,7 @@ func TestGetPutCancel(t *testing.T) {
 // at it instead and returns its failure alone.
 func TestPutTreeGoesOnPastAFailure(t *testing.T) {
 	c, pid := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	tree := filepath.Join(local, "tree")
 	for i := range 50 {
@@ -760,7 +760,7 @@ func TestPutTreeGoesOnPastAFailure(t *testing.T) {
 
 func TestGetPutParallel(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	tree := filepath.Join(local, "tree")
 	for i := range 64 {
@@ -792,7 +792,7 @@ func TestGetPutParallel(t *testing.T) {
 
 func TestGetPutFsync(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	data := gpData(100_000, 13)
 	gpWrite(t, filepath.Join(local, "f"), data)
@@ -804,7 +804,7 @@ func TestGetPutFsync(t *testing.T) {
 
 func TestTransferOptionsValidate(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "f"), []byte("x"))
 	for _, opt := range []TransferOption{Parallel(0), Parallel(-1), Parallel(1025), OnProgress(nil)} {
@@ -827,7 +827,7 @@ func TestPlainName(t *testing.T) {
 // two calls overlapped; -race reports it.
 func TestProgressSerialised(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	tree := filepath.Join(local, "tree")
 	for i := range 32 {

@@ -57,7 +57,7 @@ func victimDir(t *testing.T) (string, func()) {
 // through it; a run after one that left such a link behind must not follow it either.
 func TestHostileGetPartNameLink(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	victim, unchanged := victimFile(t)
 	gpWrite(t, filepath.Join(remote, "top", "x"), []byte("from the server"))
@@ -87,7 +87,7 @@ func TestHostileGetPartNameLink(t *testing.T) {
 // anywhere below it.
 func TestHostileGetLinkFromEarlierRun(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	victim, untouched := victimDir(t)
 	top := filepath.Join(remote, "top")
@@ -125,7 +125,7 @@ func TestHostileLongHandle(t *testing.T) {
 	for _, n := range []int{257, 1000, 4000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			c, _ := newTestServerClient(t, testserver.Options{Corrupt: longHandles(n)})
-			err := c.WriteFile(tsCtx(t), "/f", []byte("data"), 0o644)
+			err := c.WriteFile(testCtx(t), "/f", []byte("data"), 0o644)
 			pe := requireProtocolError(t, err)
 			require.Contains(t, pe.Error(), "handle of")
 			requireClosedConn(t, c.main.failed())
@@ -141,7 +141,7 @@ func TestHostileLongHandlePutTree(t *testing.T) {
 	for i := range 8 {
 		gpWrite(t, filepath.Join(local, "tree", fmt.Sprint(i)), gpData(100_000, uint64(i)))
 	}
-	err := c.Put(tsCtx(t), filepath.Join(local, "tree"), "/tree", Recursive(), Parallel(4))
+	err := c.Put(testCtx(t), filepath.Join(local, "tree"), "/tree", Recursive(), Parallel(4))
 	requireProtocolError(t, err)
 }
 
@@ -176,7 +176,7 @@ func TestDecodeHandleLength(t *testing.T) {
 // one into such a program on the server.
 func TestHostilePreserveSpecialBits(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	top := filepath.Join(remote, "top")
 	gpWrite(t, filepath.Join(top, "sub", "prog"), []byte("#!/bin/sh\n"))
@@ -258,7 +258,7 @@ func TestHostileSelfContainingDir(t *testing.T) {
 	loop := &scriptedTree{prefix: "/loop", names: []string{"d"}}
 	c, srv := newTestServerClient(t, testserver.Options{Corrupt: loop.corrupt})
 	require.NoError(t, srv.Mkdir("/loop", 0o755))
-	err := c.Get(tsCtx(t), "/loop", filepath.Join(t.TempDir(), "out"), Recursive())
+	err := c.Get(testCtx(t), "/loop", filepath.Join(t.TempDir(), "out"), Recursive())
 	require.ErrorIs(t, err, errTooDeep)
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)
@@ -275,7 +275,7 @@ func TestHostileDuplicateName(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Corrupt: dup.corrupt})
 	require.NoError(t, srv.Mkdir("/dup", 0o755))
 	out := filepath.Join(t.TempDir(), "out")
-	err := c.Get(tsCtx(t), "/dup", out, Recursive())
+	err := c.Get(testCtx(t), "/dup", out, Recursive())
 	require.ErrorIs(t, err, errDuplicateName)
 	var te *TreeError
 	require.ErrorAs(t, err, &te)
@@ -350,7 +350,7 @@ func (s *scriptedTree) nameReply(id uint32) []byte {
 // followed, at the root or below it.
 func TestHostilePutThroughRemoteLinks(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	victim, unchanged := victimFile(t)
 	gpWrite(t, filepath.Join(local, "f"), []byte("uploaded"))

@@ -43,7 +43,7 @@ func requireNode(t *testing.T, name string, typ fs.FileMode, dev uint64) {
 
 func TestGetOntoADevice(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	_, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(remote, "big"), gpData(3<<20, 1))
 	null := filepath.Join(t.TempDir(), "null")
@@ -58,7 +58,7 @@ func TestGetOntoADevice(t *testing.T) {
 
 func TestGetOntoAFIFO(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	_, remote := gpDirs(t)
 	data := gpData(1<<20, 2) // more than a pipe holds: the writes wait for the reader
 	gpWrite(t, filepath.Join(remote, "f"), data)
@@ -116,7 +116,7 @@ func TestGetOntoAFIFO(t *testing.T) {
 
 func TestPutOntoARemoteDeviceOrFIFO(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "big"), gpData(20<<20, 3)) // large enough to stripe, were it allowed
 	null := filepath.Join(remote, "null")

@@ -17,7 +17,7 @@ import (
 // there.
 func TestSameCallTwiceFile(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "f"), gpData(70_000, 1))
 	for run := range 2 {
@@ -33,7 +33,7 @@ func TestSameCallTwiceFile(t *testing.T) {
 // nothing nested inside it; with Preserve and SkipUnchanged it moves nothing.
 func TestSameCallTwiceTree(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	src := filepath.Join(local, "src")
 	makeTree(t, src)
@@ -69,7 +69,7 @@ func TestSameCallTwiceTree(t *testing.T) {
 // from it.
 func TestSameCallTwiceResume(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	src := filepath.Join(local, "src")
 	// A Put counts bytes handed to the transfer, up to a window ahead of what the

@@ -24,7 +24,7 @@ import (
 func swapSecond(t *testing.T, c *Client, dir, dst string, swap func(name string)) (string, error) {
 	t.Helper()
 	var swapped string
-	err := c.Put(gpCtx(t), dir, dst, Recursive(), Parallel(1), OnProgress(func(p Progress) {
+	err := c.Put(testCtx(t), dir, dst, Recursive(), Parallel(1), OnProgress(func(p Progress) {
 		if !p.Done || swapped != "" {
 			return
 		}
@@ -107,7 +107,7 @@ func TestPutSourceIsAFIFO(t *testing.T) {
 	local, remote := gpDirs(t)
 	fifo := filepath.Join(local, "fifo")
 	mkfifo(t, fifo, 0o644)
-	err := c.Put(gpCtx(t), fifo, filepath.Join(remote, "f"))
+	err := c.Put(testCtx(t), fifo, filepath.Join(remote, "f"))
 	require.True(t, errors.Is(err, errNotRegular), "%v", err)
 	require.Empty(t, dirNames(t, remote))
 }

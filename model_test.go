@@ -173,7 +173,7 @@ var faultReaders = map[string]faultReader{
 		return readOutcome{start: start, limit: -1, got: b.Bytes(), clean: err == nil, err: err}
 	},
 	"ReadAt": func(t *testing.T, c *Client, rng *rand.Rand, plan faultPlan) readOutcome {
-		f, err := c.Open(tsCtx(t), "/f")
+		f, err := c.Open(testCtx(t), "/f")
 		require.NoError(t, err)
 		t.Cleanup(func() { f.Close() })
 		off := int64(rng.IntN(plan.size + plan.chunk + 1))
@@ -212,7 +212,7 @@ var faultReaders = map[string]faultReader{
 	},
 	"Get": func(t *testing.T, c *Client, rng *rand.Rand, plan faultPlan) readOutcome {
 		dst := filepath.Join(t.TempDir(), "f")
-		err := c.Get(tsCtx(t), "/f", dst)
+		err := c.Get(testCtx(t), "/f", dst)
 		if err == nil {
 			return readOutcome{limit: -1, got: readLocal(t, dst), clean: true}
 		}
@@ -232,7 +232,7 @@ var faultReaders = map[string]faultReader{
 // anywhere up to a chunk past the end.
 func openAt(t *testing.T, c *Client, rng *rand.Rand, plan faultPlan) (*File, int64) {
 	t.Helper()
-	f, err := c.Open(tsCtx(t), "/f")
+	f, err := c.Open(testCtx(t), "/f")
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	var off int64
@@ -303,7 +303,7 @@ func TestModelFSUnderFaults(t *testing.T) {
 			data := randBytes(plan.size, seed)
 			c, rec := faultServer(t, plan, data)
 			within(t, func() { require.NoError(t, fstest.TestFS(c.DirFS("/"), "f")) })
-			f, err := c.Open(tsCtx(t), "/f")
+			f, err := c.Open(testCtx(t), "/f")
 			require.NoError(t, err)
 			defer f.Close()
 			within(t, func() { require.NoError(t, iotest.TestReader(f, data)) })

@@ -42,7 +42,7 @@ func TestPreservePutDirSwappedForALink(t *testing.T) {
 			gpWrite(t, filepath.Join(src, "sub", "f"), []byte("f"))
 			require.NoError(t, os.Chmod(filepath.Join(src, "sub"), 0o777))
 			dst := filepath.Join(remote, "tree")
-			err := c.Put(gpCtx(t), src, dst, Recursive(), Preserve(),
+			err := c.Put(testCtx(t), src, dst, Recursive(), Preserve(),
 				swapDirAtFileEnd(t, filepath.Join(src, "sub", "f"), filepath.Join(dst, "sub"), victim))
 			var te *TreeError
 			require.ErrorAs(t, err, &te)
@@ -73,7 +73,7 @@ func TestPreserveGetDirSwappedForALink(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "the link's target was chmodded")
 	}
-	err := c.Get(gpCtx(t), src, back, Recursive(), Preserve(),
+	err := c.Get(testCtx(t), src, back, Recursive(), Preserve(),
 		swapDirAtFileEnd(t, filepath.Join(src, "sub", "f"), filepath.Join(back, "sub"), "private"))
 	var te *TreeError
 	require.ErrorAs(t, err, &te)

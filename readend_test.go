@@ -92,7 +92,7 @@ func TestGetEndConflictKeepsThePrefix(t *testing.T) {
 			es := newEndServer(t, size, eofAt, size)
 			dir := t.TempDir()
 			dst := filepath.Join(dir, "f")
-			done := tsGo(func() error { return es.c.Get(tsCtx(t), "/f", dst) })
+			done := tsGo(func() error { return es.c.Get(testCtx(t), "/f", dst) })
 			n := stalledReads(eofAt, size)
 			if order == "eof-last" {
 				es.releaseEOFLast(t, n)
@@ -107,7 +107,7 @@ func TestGetEndConflictKeepsThePrefix(t *testing.T) {
 			requireSameBytes(t, es.data[:eofAt], part)
 
 			es.faulty.Store(false)
-			require.NoError(t, es.c.Get(tsCtx(t), "/f", dst, Resume()))
+			require.NoError(t, es.c.Get(testCtx(t), "/f", dst, Resume()))
 			requireSameBytes(t, es.data, readLocal(t, dst))
 		})
 	}
@@ -154,7 +154,7 @@ func TestReadersEndConflict(t *testing.T) {
 		for _, order := range []string{"eof-last", "eof-first"} {
 			t.Run(name+"/"+order, func(t *testing.T) {
 				es := newEndServer(t, size, eofAt, size)
-				f, err := es.c.Open(tsCtx(t), "/f")
+				f, err := es.c.Open(testCtx(t), "/f")
 				require.NoError(t, err)
 				defer f.Close()
 				type result struct {
@@ -230,7 +230,7 @@ func TestGetSmallEndConflict(t *testing.T) {
 			c, srv = newTestServerClient(t, opts)
 			require.NoError(t, srv.WriteFile("/f", data[:size], 0o644))
 			dst := filepath.Join(t.TempDir(), "f")
-			err := c.Get(tsCtx(t), "/f", dst)
+			err := c.Get(testCtx(t), "/f", dst)
 			requireEndConflict(t, err, tc.at)
 			if tc.at > 0 {
 				requireSameBytes(t, data[:tc.at], readLocal(t, dst+partSuffix))

@@ -216,7 +216,7 @@ func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
 	a, err := ls.fstatReply(ctx, l.cn, id, ch)
 	if err == nil {
 		own, oerr := ls.ownAttrs(ctx)
-		l.proven = oerr == nil && sameFileAttrs(own, a)
+		l.proven = oerr == nil && sameFileAttrs(&own, &a)
 	}
 	close(l.verdict)
 }
@@ -245,18 +245,25 @@ func (ls *lanes) ownAttrs(ctx context.Context) (sshfx.Attrs, error) {
 	return ls.own, ls.ownErr
 }
 
-// sameFileAttrs reports whether two FSTATs can be of one file: the same attributes
-// sent, equal where they are, and at least a size or a time to compare. The access
-// time is left out: reading through the other handle may change it.
-func sameFileAttrs(a, b sshfx.Attrs) bool {
+// sameFileAttrs reports whether got, the attributes of a file reopened by name, can
+// be of the file want describes (its own FSTAT, or the Lstat that was checked): of
+// size, owner, permissions and modification time, each that want has, got must have
+// and match, and want must have a size or a modification time, or nothing would tell
+// two files apart. The access time is left out: reading a file may move it. Striping
+// (joinUnverified) and Resume (resumeRemotePart) both prove a reopen with it.
+func sameFileAttrs(want, got *sshfx.Attrs) bool {
 	const compared = sshfx.AttrSize | sshfx.AttrUIDGID | sshfx.AttrPermissions | sshfx.AttrACModTime
-	if a.Flags&compared != b.Flags&compared || a.Flags&(sshfx.AttrSize|sshfx.AttrACModTime) == 0 {
+	if want.Flags&^got.Flags&compared != 0 || want.Flags&(sshfx.AttrSize|sshfx.AttrACModTime) == 0 {
 		return false
 	}
-	return (!a.Has(sshfx.AttrSize) || a.Size == b.Size) &&
-		(!a.Has(sshfx.AttrUIDGID) || a.UID == b.UID && a.GID == b.GID) &&
-		(!a.Has(sshfx.AttrPermissions) || a.Permissions == b.Permissions) &&
-		(!a.Has(sshfx.AttrACModTime) || a.MTime == b.MTime)
+	switch {
+	case want.Has(sshfx.AttrSize) && want.Size != got.Size,
+		want.Has(sshfx.AttrUIDGID) && (want.UID != got.UID || want.GID != got.GID),
+		want.Has(sshfx.AttrPermissions) && want.Permissions != got.Permissions,
+		want.Has(sshfx.AttrACModTime) && want.MTime != got.MTime:
+		return false
+	}
+	return true
 }
 
 // admit reports whether replies that came on l may count: always for the File's own

@@ -110,7 +110,7 @@ func stripedTestServer(t *testing.T, opts testserver.Options) (*Client, *testser
 		return r, w, nil
 	}
 	r, w := srv.Conn()
-	c, err := NewClientPipe(tsCtx(t), r, w, WithPipeOpener(open), WithChannels(4), withStripeMinRTT(0))
+	c, err := NewClientPipe(testCtx(t), r, w, WithPipeOpener(open), WithChannels(4), withStripeMinRTT(0))
 	require.NoError(t, err)
 	pinLanes(c, 4)
 	t.Cleanup(func() { c.Close() })
@@ -120,7 +120,7 @@ func stripedTestServer(t *testing.T, opts testserver.Options) (*Client, *testser
 // uploadTS writes src to name on srv through c with ReadFrom and returns what it wrote.
 func uploadTS(t *testing.T, c *Client, name string, src io.Reader) (int64, error) {
 	t.Helper()
-	f, err := c.Create(tsCtx(t), name)
+	f, err := c.Create(testCtx(t), name)
 	require.NoError(t, err)
 	var n int64
 	within(t, func() { n, err = f.ReadFrom(src) })
@@ -200,7 +200,7 @@ func TestStripedUploadCutMidRoundKeepsTheNonceOut(t *testing.T) {
 	t.Cleanup(func() { srv.ReleaseStalled() })
 	c.knownReadWrite.Store(true)
 	data := randBytes(stripeSize, 62)
-	f, err := c.Create(tsCtx(t), "/up")
+	f, err := c.Create(testCtx(t), "/up")
 	require.NoError(t, err)
 	res := tsGo(func() tsResult {
 		n, err := f.ReadFrom(bytes.NewReader(data)) // sized: the nonce goes on the first chunk

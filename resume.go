@@ -87,7 +87,7 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf *os.F
 // LSTAT said want and holds lf's bytes before off at its end.
 func provePart(f *File, want *sshfx.Attrs, lf *os.File, off int64) bool {
 	got, err := f.fstat()
-	if err != nil || !sameAttrs(want, &got) {
+	if err != nil || !sameFileAttrs(want, &got) {
 		return false
 	}
 	n := min(off, int64(f.c.readSize()))
@@ -99,23 +99,6 @@ func provePart(f *File, want *sshfx.Attrs, lf *os.File, off int64) bool {
 		return false
 	}
 	return bytes.Equal(remote, local)
-}
-
-// sameAttrs reports whether got says what want says of size, owner, permissions and
-// modification time: each that want has, got must have and match. The access time
-// is left out: reading a file may move it.
-func sameAttrs(want, got *sshfx.Attrs) bool {
-	if want.Flags&^got.Flags&(sshfx.AttrSize|sshfx.AttrUIDGID|sshfx.AttrPermissions|sshfx.AttrACModTime) != 0 {
-		return false
-	}
-	switch {
-	case want.Has(sshfx.AttrSize) && want.Size != got.Size,
-		want.Has(sshfx.AttrUIDGID) && (want.UID != got.UID || want.GID != got.GID),
-		want.Has(sshfx.AttrPermissions) && want.Permissions != got.Permissions,
-		want.Has(sshfx.AttrACModTime) && want.MTime != got.MTime:
-		return false
-	}
-	return true
 }
 
 // remoteAttrsOf is the ATTRS a remote FileInfo was made from.

@@ -53,7 +53,7 @@ func TestResumePutPartSwappedForALink(t *testing.T) {
 			before := gpRead(t, victim)
 
 			var ev events
-			err := c.Put(gpCtx(t), src, filepath.Join(remote, "dst"), Resume(), ev.opt(), withAfterPartLstat(func(p string) {
+			err := c.Put(testCtx(t), src, filepath.Join(remote, "dst"), Resume(), ev.opt(), withAfterPartLstat(func(p string) {
 				require.Equal(t, part, p)
 				require.NoError(t, os.Remove(part))
 				require.NoError(t, os.Symlink(victim, part))
@@ -80,7 +80,7 @@ func TestResumePutNeedsReadWriteOpen(t *testing.T) {
 	require.NoError(t, srv.WriteFile("/.dst"+partSuffix, data[:1000], 0o644))
 	src := filepath.Join(t.TempDir(), "src")
 	gpWrite(t, src, data)
-	err := c.Put(tsCtx(t), src, "/dst", Resume())
+	err := c.Put(testCtx(t), src, "/dst", Resume())
 	require.ErrorIs(t, err, errResumeRDWR)
 	require.ErrorIs(t, err, os.ErrPermission)
 	got, err := srv.ReadFile("/.dst" + partSuffix)
@@ -100,7 +100,7 @@ func TestResumePutOnRclone(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	gpWrite(t, src, data)
 	var ev events
-	require.NoError(t, c.Put(tsCtx(t), src, "/dst", Resume(), ev.opt()))
+	require.NoError(t, c.Put(testCtx(t), src, "/dst", Resume(), ev.opt()))
 	require.Zero(t, ev.list[0].Bytes, "resumed from a part the open truncated")
 	require.Equal(t, data, gpRead(t, filepath.Join(dir, "dst")))
 }

@@ -33,7 +33,7 @@ func TestReadDirAsksTwoPagesAtOnce(t *testing.T) {
 	}
 	on.Store(true)
 	done := tsGo(func() []string {
-		es, err := c.ReadDir(tsCtx(t), "/d")
+		es, err := c.ReadDir(testCtx(t), "/d")
 		if err != nil {
 			return []string{err.Error()}
 		}
@@ -100,7 +100,7 @@ func TestReadDirKeepsAPageAnsweredAfterEOF(t *testing.T) {
 		},
 	})
 	require.NoError(t, srv.Mkdir("/swapped", 0o755))
-	es, err := c.ReadDir(tsCtx(t), "/swapped")
+	es, err := c.ReadDir(testCtx(t), "/swapped")
 	require.NoError(t, err)
 	mu.Lock()
 	require.True(t, swapped)
@@ -120,7 +120,7 @@ func TestReadDirKeepsAPageAnsweredAfterEOF(t *testing.T) {
 func TestReadDirManyPagesOpenSSH(t *testing.T) {
 	dir := t.TempDir()
 	c, pid := getPutClient(t, dir)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	before := serverFDs(t, pid)
 	big := filepath.Join(dir, "big")
 	var want []string
@@ -155,7 +155,7 @@ func TestGetTreeListsOnWhileClosesAreUnanswered(t *testing.T) {
 	require.NoError(t, srv.MkdirAll("/t/b", 0o755))
 	on.Store(true)
 	local := filepath.Join(t.TempDir(), "t")
-	done := tsGo(func() error { return c.Get(tsCtx(t), "/t", local, Recursive()) })
+	done := tsGo(func() error { return c.Get(testCtx(t), "/t", local, Recursive()) })
 	// /t's CLOSE is unanswered while /t/a, /t/b and /t/a/c are listed.
 	tsWaitStalled(t, srv, 4)
 	require.Equal(t, 4, srv.Requests(testserver.TypeOpendir))
@@ -187,7 +187,7 @@ func TestGetTreeFailureAndCancelCloseDirs(t *testing.T) {
 		require.NoError(t, srv.MkdirAll("/t/a", 0o755))
 		require.NoError(t, srv.MkdirAll("/t/b", 0o755))
 		require.NoError(t, srv.WriteFile("/t/b/f", []byte("x"), 0o644))
-		err := c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive())
+		err := c.Get(testCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive())
 		require.ErrorIs(t, err, fs.ErrPermission)
 		require.Zero(t, srv.OpenHandles())
 	})
@@ -199,7 +199,7 @@ func TestGetTreeFailureAndCancelCloseDirs(t *testing.T) {
 		require.NoError(t, srv.MkdirAll("/t/a", 0o755))
 		require.NoError(t, srv.MkdirAll("/t/b", 0o755))
 		on.Store(true)
-		ctx, cancel := context.WithCancel(tsCtx(t))
+		ctx, cancel := context.WithCancel(testCtx(t))
 		done := tsGo(func() error { return c.Get(ctx, "/t", filepath.Join(t.TempDir(), "t"), Recursive()) })
 		tsWaitStalled(t, srv, 1)
 		cancel()
@@ -221,7 +221,7 @@ func TestGetRecursiveOpensTheRootWithItsStat(t *testing.T) {
 	require.NoError(t, srv.WriteFile("/t/f", []byte("data"), 0o644))
 	on.Store(true)
 	local := filepath.Join(t.TempDir(), "t")
-	done := tsGo(func() error { return c.Get(tsCtx(t), "/t", local, Recursive()) })
+	done := tsGo(func() error { return c.Get(testCtx(t), "/t", local, Recursive()) })
 	tsWaitStalled(t, srv, 2)
 	require.Equal(t, 1, srv.Requests(testserver.TypeStat))
 	require.Equal(t, 1, srv.Requests(testserver.TypeOpendir))
@@ -232,10 +232,10 @@ func TestGetRecursiveOpensTheRootWithItsStat(t *testing.T) {
 	require.Zero(t, srv.OpenHandles())
 
 	// A file: the OPENDIR fails or its handle is closed.
-	require.NoError(t, c.Get(tsCtx(t), "/t/f", filepath.Join(t.TempDir(), "f"), Recursive()))
+	require.NoError(t, c.Get(testCtx(t), "/t/f", filepath.Join(t.TempDir(), "f"), Recursive()))
 	require.Zero(t, srv.OpenHandles())
 	// Missing.
-	require.ErrorIs(t, c.Get(tsCtx(t), "/none", filepath.Join(t.TempDir(), "n"), Recursive()), fs.ErrNotExist)
+	require.ErrorIs(t, c.Get(testCtx(t), "/none", filepath.Join(t.TempDir(), "n"), Recursive()), fs.ErrNotExist)
 	require.Zero(t, srv.OpenHandles())
 }
 
@@ -250,7 +250,7 @@ func TestPutTreeSendsItsMkdirsTogether(t *testing.T) {
 	}
 	gpWrite(t, filepath.Join(src, "a", "b", "c", "f"), []byte("deep"))
 	on.Store(true)
-	done := tsGo(func() error { return c.Put(tsCtx(t), src, "/dst", Recursive()) })
+	done := tsGo(func() error { return c.Put(testCtx(t), src, "/dst", Recursive()) })
 	tsWaitStalled(t, srv, 5) // /dst, a, d, a/b, a/b/c
 	require.Equal(t, 5, srv.Requests(testserver.TypeMkdir))
 	on.Store(false)
@@ -278,7 +278,7 @@ func TestPutTreeMkdirAgainAfterAReorderedParent(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	require.NoError(t, os.MkdirAll(filepath.Join(src, "a", "b"), 0o755))
 	gpWrite(t, filepath.Join(src, "a", "b", "f"), []byte("f"))
-	require.NoError(t, c.Put(tsCtx(t), src, "/dst", Recursive()))
+	require.NoError(t, c.Put(testCtx(t), src, "/dst", Recursive()))
 	require.True(t, failed.Load())
 	got, err := srv.ReadFile("/dst/a/b/f")
 	require.NoError(t, err)
@@ -298,7 +298,7 @@ func TestPutTreeMkdirFailureStops(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	require.NoError(t, os.MkdirAll(filepath.Join(src, "a", "b"), 0o755))
 	gpWrite(t, filepath.Join(src, "a", "b", "f"), []byte("f"))
-	err := c.Put(tsCtx(t), src, "/dst", Recursive())
+	err := c.Put(testCtx(t), src, "/dst", Recursive())
 	require.ErrorIs(t, err, fs.ErrPermission)
 	require.ErrorContains(t, err, "/dst/a")
 	_, err = srv.Stat("/dst/a/b/f")
@@ -318,7 +318,7 @@ func TestSmallFilesInFlightBound(t *testing.T) {
 	}
 	on.Store(true)
 	local := filepath.Join(t.TempDir(), "t")
-	done := tsGo(func() error { return c.Get(tsCtx(t), "/t", local, Recursive()) })
+	done := tsGo(func() error { return c.Get(testCtx(t), "/t", local, Recursive()) })
 	tsWaitStalled(t, srv, defaultSmallParallel)
 	require.Equal(t, defaultSmallParallel, srv.Requests(testserver.TypeOpen))
 	on.Store(false)

@@ -67,12 +67,12 @@ func requireNoOpenHandles(t *testing.T, c *Client) {
 func TestCopyUnsupported(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{})
 	require.NoError(t, srv.WriteFile("/a", []byte("x"), 0o644))
-	err := c.Copy(tsCtx(t), "/a", "/b")
+	err := c.Copy(testCtx(t), "/a", "/b")
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	require.Zero(t, srv.OpenHandles())
 	_, err = srv.ReadFile("/b")
 	require.ErrorIs(t, err, fs.ErrNotExist, "nothing was created")
-	_, _, err = c.UserGroupNames(tsCtx(t), []uint32{0}, nil)
+	_, _, err = c.UserGroupNames(testCtx(t), []uint32{0}, nil)
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
@@ -122,7 +122,7 @@ func TestCopyServerFaults(t *testing.T) {
 			}
 			return 0
 		}})
-		err := c.Copy(tsCtx(t), "/src", "/dst")
+		err := c.Copy(testCtx(t), "/src", "/dst")
 		require.ErrorIs(t, err, &StatusError{Code: StatusFailure})
 		require.Zero(t, srv.OpenHandles(), "both handles are closed before Copy returns")
 		requireWorks(t, c)
@@ -131,14 +131,14 @@ func TestCopyServerFaults(t *testing.T) {
 	t.Run("advertised but unsupported", func(t *testing.T) {
 		w := newCloseWatch()
 		c, srv := copyServer(t, w, testserver.Options{})
-		require.ErrorIs(t, c.Copy(tsCtx(t), "/src", "/dst"), errors.ErrUnsupported)
+		require.ErrorIs(t, c.Copy(testCtx(t), "/src", "/dst"), errors.ErrUnsupported)
 		require.Zero(t, srv.OpenHandles())
 	})
 
 	t.Run("stalled", func(t *testing.T) {
 		w := newCloseWatch()
 		c, srv := copyServer(t, w, testserver.Options{Stall: stallFirst(isCopy)})
-		ctx, cancel := context.WithCancel(tsCtx(t))
+		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
 		res := tsGo(func() error { return c.Copy(ctx, "/src", "/dst") })
 		tsWaitStalled(t, srv, 1)
@@ -182,7 +182,7 @@ func TestUserGroupNamesMalformedReplies(t *testing.T) {
 					return [][]byte{reply(r.ID, tc.users, tc.groups)}
 				},
 			})
-			_, _, err := c.UserGroupNames(tsCtx(t), []uint32{1}, []uint32{1})
+			_, _, err := c.UserGroupNames(testCtx(t), []uint32{1}, []uint32{1})
 			requireProtocolError(t, err)
 		})
 	}
@@ -196,7 +196,7 @@ func TestUserGroupNamesMalformedReplies(t *testing.T) {
 			return [][]byte{reply(r.ID, []string{"root", ""}, []string{"wheel"})}
 		},
 	})
-	users, groups, err := c.UserGroupNames(tsCtx(t), []uint32{0, 7}, []uint32{0})
+	users, groups, err := c.UserGroupNames(testCtx(t), []uint32{0, 7}, []uint32{0})
 	require.NoError(t, err)
 	require.Equal(t, []string{"root", ""}, users)
 	require.Equal(t, []string{"wheel"}, groups)
@@ -294,7 +294,7 @@ func TestCopyHugeSourceSize(t *testing.T) {
 			return nil
 		},
 	})
-	require.NoError(t, c.Copy(tsCtx(t), "/src", "/dst"))
+	require.NoError(t, c.Copy(testCtx(t), "/src", "/dst"))
 	require.LessOrEqual(t, ranges.Load(), int32(copyFlight+1), "no range is issued after one met end of file")
 	require.EqualValues(t, 2, fstats.Load(), "src is sized before and after the ranges")
 	got, err := srv.ReadFile("/dst")

@@ -14,7 +14,7 @@ import (
 // taken for an unchanged copy.
 func TestGetPutSkipUnchanged(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	src := filepath.Join(local, "src")
 	gpWrite(t, filepath.Join(src, "a"), gpData(3000, 1))

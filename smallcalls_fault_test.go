@@ -52,7 +52,7 @@ func TestSmallCallsCancelAndCloseEachRound(t *testing.T) {
 					return stall(r)
 				}})
 				require.NoError(t, srv.WriteFile("/f", gpData(4096, 7), 0o644))
-				ctx, cancel := context.WithCancel(tsCtx(t))
+				ctx, cancel := context.WithCancel(testCtx(t))
 				defer cancel()
 				on.Store(true)
 				done := tsGo(func() error { return tc.call(ctx, c) })
@@ -101,7 +101,7 @@ func TestWriteFileMalformedWriteReply(t *testing.T) {
 			data := gpData(3*c.Limits().MaxWrite, 10)
 			require.True(t, len(data) <= pipelinedWriteMax, "the data goes in one burst")
 			armed.Store(true)
-			err := c.WriteFile(tsCtx(t), "/w", data, 0o644)
+			err := c.WriteFile(testCtx(t), "/w", data, 0o644)
 			requireChannelFailed(t, err)
 			var pe *fs.PathError
 			require.ErrorAs(t, err, &pe)
@@ -137,7 +137,7 @@ func TestReadDirChangedAfterOpendir(t *testing.T) {
 				Stall: stallTypes(&on, tOpendir),
 			})
 			on.Store(true)
-			done := tsGo(func() tsEntries { es, err := c.ReadDir(tsCtx(t), "/d"); return tsEntries{es, err} })
+			done := tsGo(func() tsEntries { es, err := c.ReadDir(testCtx(t), "/d"); return tsEntries{es, err} })
 			tsWaitStalled(t, srv, 1) // the OPENDIR is done, its handle not yet sent
 			on.Store(false)
 			total.Store(int64(tc.after))

@@ -31,12 +31,12 @@ func (hs *heldNewChannels) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.Wr
 	return h, w
 }
 
-// TestControlLaneWaitsForAnAnswer: a data channel that has not answered yet (its
+// TestFileChannelWaitsForAnAnswer: a data channel that has not answered yet (its
 // server still starting) gets no file, though it is the least loaded: files stay on
 // the main channel until it answers, then go to it. Without this, 64 goroutines
 // reading small files on a 50 ms link spent most of their time waiting behind new
 // channels' server starts (issue 22: 130-230 ReadFiles/s instead of 550).
-func TestControlLaneWaitsForAnAnswer(t *testing.T) {
+func TestFileChannelWaitsForAnAnswer(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	holds := &heldNewChannels{created: make(chan *holdReader, 4)}
 	c, _ := e.newClient(t, "", WithChannels(2), withStreamWrap(holds.wrap))
@@ -60,7 +60,7 @@ func TestControlLaneWaitsForAnAnswer(t *testing.T) {
 	require.Equal(t, data, got)
 
 	held.release()
-	awaitControlLane(t, c) // its open ends once the channel answered
+	awaitDataChannel(t, c) // its open ends once the channel answered
 	third, err := c.Open(ctx, name)
 	require.NoError(t, err)
 	require.Same(t, c.dataChannels()[0], third.cn, "a file on the data channel once it answered")

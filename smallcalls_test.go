@@ -43,7 +43,7 @@ func requireRounds(t *testing.T, c *Client, srv *testserver.Server, on *atomic.B
 	srv.ResetStats()
 	seen := map[uint8]int{}
 	on.Store(true)
-	done := tsGo(func() error { return call(tsCtx(t)) })
+	done := tsGo(func() error { return call(testCtx(t)) })
 	for i, r := range want.rounds {
 		tsWaitStalled(t, srv, len(r))
 		for _, typ := range r {
@@ -276,7 +276,7 @@ func TestReadFileSmallFaults(t *testing.T) {
 			c, srv := newTestServerClient(t, tc.opts(&armed))
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
 			armed.Store(true)
-			got, err := c.ReadFile(tsCtx(t), "/f")
+			got, err := c.ReadFile(testCtx(t), "/f")
 			armed.Store(false)
 			if tc.wantErr != nil {
 				t.Logf("ReadFile: %v", err)
@@ -327,7 +327,7 @@ func TestReadFileChangedSinceStat(t *testing.T) {
 			c, srv := newTestServerClient(t, testserver.Options{Stall: stallTypes(&on, tStat, tOpen)})
 			require.NoError(t, srv.WriteFile("/f", gpData(4096, 1), 0o644))
 			on.Store(true)
-			done := tsGo(func() tsBytes { b, err := c.ReadFile(tsCtx(t), "/f"); return tsBytes{b, err} })
+			done := tsGo(func() tsBytes { b, err := c.ReadFile(testCtx(t), "/f"); return tsBytes{b, err} })
 			tsWaitStalled(t, srv, 2) // the STAT and the OPEN: both done, neither answered
 			on.Store(false)
 			data := gpData(size, 2)
@@ -365,7 +365,7 @@ func TestReadFileShortReadRereadsWhole(t *testing.T) {
 	old := gpData(4096, 3)
 	require.NoError(t, srv.WriteFile("/f", old, 0o644))
 	on.Store(true)
-	done := tsGo(func() tsBytes { b, err := c.ReadFile(tsCtx(t), "/f"); return tsBytes{b, err} })
+	done := tsGo(func() tsBytes { b, err := c.ReadFile(testCtx(t), "/f"); return tsBytes{b, err} })
 	tsWaitStalled(t, srv, 2) // the short READ and the READ past the end, both done
 	on.Store(false)
 	replaced := gpData(600_000, 4)
@@ -402,7 +402,7 @@ func TestSmallCallsCancelAndClose(t *testing.T) {
 				require.NoError(t, srv.WriteFile("/f", gpData(4096, 7), 0o644))
 				require.NoError(t, srv.MkdirAll("/d", 0o755))
 				require.NoError(t, srv.WriteFile("/d/x", nil, 0o644))
-				ctx, cancel := context.WithCancel(tsCtx(t))
+				ctx, cancel := context.WithCancel(testCtx(t))
 				defer cancel()
 				on.Store(true)
 				done := tsGo(func() error { return tc.call(ctx, c) })
@@ -456,7 +456,7 @@ func TestWriteFileSmallFaults(t *testing.T) {
 				data = data[:4096]
 			}
 			armed.Store(true)
-			err := c.WriteFile(tsCtx(t), "/w", data, 0o644)
+			err := c.WriteFile(testCtx(t), "/w", data, 0o644)
 			armed.Store(false)
 			requireStatusError(t, err)
 			var pe *fs.PathError
@@ -473,7 +473,7 @@ func TestWriteFileSmallFaults(t *testing.T) {
 // listings whole from ReadFile, WriteFile and ReadDir, small and larger.
 func TestSmallCallsOutOfOrder(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Reorder: 5})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, srv.MkdirAll("/d", 0o755))
 	for i, n := range []int{0, 1, 4096, c.Limits().MaxWrite, 3*c.Limits().MaxWrite + 1} {
 		name := fmt.Sprintf("/d/f%d", i)
@@ -508,7 +508,7 @@ func TestReadDirPastTheFirstBatch(t *testing.T) {
 			return 0
 		},
 	})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	es, err := c.ReadDir(ctx, "/big")
 	require.NoError(t, err)
 	require.Len(t, es, 95)
@@ -540,7 +540,7 @@ func TestReadDirPastTheFirstBatch(t *testing.T) {
 func TestSmallCallsOpenSSH(t *testing.T) {
 	dir := t.TempDir()
 	c, pid := getPutClient(t, dir)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	before := serverFDs(t, pid)
 	maxRead, maxWrite := c.Limits().MaxRead, c.Limits().MaxWrite
 	for i, n := range []int{0, 1, 4096, maxRead - 1, maxRead, maxRead + 1, maxWrite * 3,

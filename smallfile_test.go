@@ -46,7 +46,7 @@ func TestSmallGetPipelined(t *testing.T) {
 	require.NoError(t, srv.WriteFile("/f", data, 0o644))
 	local := filepath.Join(t.TempDir(), "f")
 	on.Store(true)
-	done := tsGo(func() error { return c.Get(tsCtx(t), "/f", local) })
+	done := tsGo(func() error { return c.Get(testCtx(t), "/f", local) })
 	tsWaitStalled(t, srv, 3) // the READ, the READ past the end, and the CLOSE
 	require.Equal(t, 1, srv.Requests(testserver.TypeClose), "CLOSE sent before any READ was answered")
 	on.Store(false)
@@ -68,7 +68,7 @@ func TestSmallPutPipelined(t *testing.T) {
 	require.NoError(t, os.WriteFile(local, data, 0o640))
 	srv.ResetStats()
 	on.Store(true)
-	done := tsGo(func() error { return c.Put(tsCtx(t), local, "/f", Preserve(), Fsync()) })
+	done := tsGo(func() error { return c.Put(testCtx(t), local, "/f", Preserve(), Fsync()) })
 	tsWaitStalled(t, srv, 4)
 	// The one EXTENDED is the fsync: the rename (posix-rename@openssh.com) waits for
 	// the CLOSE's reply.
@@ -125,7 +125,7 @@ func TestSmallTreeFaults(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, srv := newTestServerClient(t, opts)
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 			dir := t.TempDir()
 			src := filepath.Join(dir, "src")
 			want := smallTree(t, src, c.Limits().MaxRead)
@@ -150,7 +150,7 @@ func TestSmallGetChangedSinceListing(t *testing.T) {
 			require.NoError(t, srv.WriteFile("/f", gpData(4096, 1), 0o644))
 			local := filepath.Join(t.TempDir(), "f")
 			on.Store(true)
-			done := tsGo(func() error { return c.Get(tsCtx(t), "/f", local) })
+			done := tsGo(func() error { return c.Get(testCtx(t), "/f", local) })
 			tsWaitStalled(t, srv, 1)
 			on.Store(false)
 			data := gpData(size, 2)
@@ -207,7 +207,7 @@ func TestSmallStatusErrors(t *testing.T) {
 				}
 				return tc.fail(r)
 			}})
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 			dir := t.TempDir()
 			local := filepath.Join(dir, "f")
 			data := gpData(4096, 3)
@@ -280,7 +280,7 @@ func TestSmallStalledCancel(t *testing.T) {
 			data := gpData(4096, 4)
 			require.NoError(t, srv.WriteFile("/f", data, 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "up"), data, 0o644))
-			ctx, cancel := context.WithCancel(tsCtx(t))
+			ctx, cancel := context.WithCancel(testCtx(t))
 			defer cancel()
 			on.Store(true)
 			done := tsGo(func() error {
@@ -315,7 +315,7 @@ func TestSmallStalledCancel(t *testing.T) {
 func TestSmallTreeOpenSSH(t *testing.T) {
 	dir := t.TempDir()
 	c, pid := getPutClient(t, dir)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	before := serverFDs(t, pid)
 	src := filepath.Join(t.TempDir(), "src")
 	want := smallTree(t, src, c.Limits().MaxRead)

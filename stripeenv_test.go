@@ -85,7 +85,7 @@ func (e *stripeEnv) client(t *testing.T, addr string, opts ...Option) (*Client, 
 	c, closeAll := e.newClient(t, addr, opts...)
 	// Files then go on a data channel from the first, as they do on a long link once
 	// its first data channel is open (see filechannel.go).
-	readyControlLane(t, c)
+	readyDataChannel(t, c)
 	return c, closeAll
 }
 
@@ -121,18 +121,18 @@ func (e *stripeEnv) newClient(t *testing.T, addr string, opts ...Option) (*Clien
 	return c, closeAll
 }
 
-// readyControlLane opens c's first data channel, as the first Open on a long link
+// readyDataChannel opens c's first data channel, as the first Open on a long link
 // does in the background, and waits for it.
-func readyControlLane(t *testing.T, c *Client) {
+func readyDataChannel(t *testing.T, c *Client) {
 	t.Helper()
-	require.True(t, c.stripes(), "the link is not one the control lane is for")
+	require.True(t, c.stripes(), "the link is not one the main channel rule is for")
 	require.Equal(t, c.main, c.fileChannel(), "a file went on a data channel before one was open")
-	awaitControlLane(t, c)
+	awaitDataChannel(t, c)
 	require.Len(t, c.dataChannels(), 1, "data channels")
 }
 
-// awaitControlLane waits for the data channel the control lane is opening, if any.
-func awaitControlLane(t *testing.T, c *Client) {
+// awaitDataChannel waits for the data channel the main channel rule is opening, if any.
+func awaitDataChannel(t *testing.T, c *Client) {
 	t.Helper()
 	c.ctl.mu.Lock()
 	opening := c.ctl.opening

@@ -130,7 +130,7 @@ func TestFaultStatusInsteadOfReply(t *testing.T) {
 				}
 				c, srv := newTestServerClient(t, testserver.Options{Corrupt: corrupt})
 				require.NoError(t, srv.WriteFile("/file", randBytes(corruptFileSize, 3), 0o644))
-				err := tsRecv(t, tsGo(func() error { return op.run(tsCtx(t), c) }), op.name)
+				err := tsRecv(t, tsGo(func() error { return op.run(testCtx(t), c) }), op.name)
 				t.Logf("%s: %v", op.name, err)
 				switch {
 				case op.typ == testserver.TypeData && code == testserver.StatusEOF:
@@ -155,7 +155,7 @@ func TestFaultStatusInsteadOfReply(t *testing.T) {
 		c, srv := newTestServerClient(t, testserver.Options{Corrupt: testserver.StatusInstead(testserver.TypeAttrs, testserver.StatusOK)})
 		data := randBytes(corruptFileSize, 4)
 		require.NoError(t, srv.WriteFile("/file", data, 0o644))
-		f, err := c.Open(tsCtx(t), "/file")
+		f, err := c.Open(testCtx(t), "/file")
 		require.NoError(t, err)
 		defer f.Close()
 		var buf bytes.Buffer
@@ -239,7 +239,7 @@ func TestFaultFatalKindsCloseWithOneError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, srv := newTestServerClient(t, testserver.Options{Corrupt: tc.corrupt()})
 			require.NoError(t, srv.WriteFile("/file", randBytes(corruptFileSize, 3), 0o644))
-			ctx := tsCtx(t)
+			ctx := testCtx(t)
 			err := tsRecv(t, tsGo(func() error { return tc.run(ctx, c) }), tc.name)
 			t.Logf("%s: %v", tc.name, err)
 			requireChannelFailed(t, err)

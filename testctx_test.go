@@ -16,10 +16,6 @@ import (
 // its own short ctx for that call; a test that really needs longer (treemillion_test.go)
 // says so with testCtxFor.
 //
-// tsCtx, gpCtx and scriptCtx are the names the in-process server, Get/Put and scripted
-// peer tests grew up with; they are kept as one-line aliases of testCtx because
-// renaming their ~200 call sites would collide with the file renames of the layout sweep.
-
 // testTimeout bounds every wait in these tests (see the rule above).
 const testTimeout = 2 * time.Minute
 
@@ -33,12 +29,3 @@ func testCtxFor(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// tsCtx is testCtx, under the in-process server tests' name.
-func tsCtx(t testing.TB) context.Context { return testCtx(t) }
-
-// gpCtx is testCtx, under the Get/Put tests' name.
-func gpCtx(t testing.TB) context.Context { return testCtx(t) }
-
-// scriptCtx is testCtx, under the scripted peer tests' name.
-func scriptCtx(t testing.TB) context.Context { return testCtx(t) }

@@ -34,8 +34,8 @@ import (
 // Where tests go: a fault in one mechanism goes in that mechanism's test file (dir.go:
 // dir_test.go) using this harness; faults across the whole client in faults_test.go,
 // cancellation in cancel_test.go, hostile servers in hostile_test.go and
-// budget_hostile_test.go, concurrency in concurrency_test.go. tsCtx is testCtx
-// (testctx_test.go).
+// budget_hostile_test.go, concurrency in concurrency_test.go. Every wait is bounded
+// by testCtx (testctx_test.go).
 
 // newTestServerClient starts a testserver with opts and a Client on one session of it.
 // Cleanup closes the Client, then the server, then checks that the test left no
@@ -46,7 +46,7 @@ func newTestServerClient(t *testing.T, opts testserver.Options, clientOpts ...Op
 	srv := testserver.New(opts)
 	t.Cleanup(func() { srv.Close() })
 	r, w := srv.Conn()
-	c, err := NewClientPipe(tsCtx(t), r, w, clientOpts...)
+	c, err := NewClientPipe(testCtx(t), r, w, clientOpts...)
 	require.NoError(t, err, "NewClientPipe")
 	t.Cleanup(func() { c.Close() })
 	return c, srv
@@ -163,7 +163,7 @@ func requireProtocolError(t testing.TB, err error) *ProtocolError {
 // by the time it returns.
 func requireWorks(t testing.TB, c *Client) {
 	t.Helper()
-	fi, err := c.Stat(tsCtx(t), "/")
+	fi, err := c.Stat(testCtx(t), "/")
 	require.NoError(t, err, "the client should still work")
 	require.True(t, fi.IsDir())
 	require.NoError(t, c.main.failed(), "the channel should still be up")

@@ -25,7 +25,7 @@ func TestTreeStopsWhenTheConnectionDies(t *testing.T) {
 		require.NoError(t, srv.MkdirAll("/t/d"+strconv.Itoa(i%3), 0o755))
 		require.NoError(t, srv.WriteFile(fmt.Sprintf("/t/d%d/f%03d", i%3, i), gpData(100, uint64(i)), 0o644))
 	}
-	err := c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive())
+	err := c.Get(testCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive())
 	require.ErrorIs(t, err, net.ErrClosed)
 	var te *TreeError
 	if errors.As(err, &te) {
@@ -42,7 +42,7 @@ func TestTreeStopsWhenTheConnectionDies(t *testing.T) {
 // of one source is recorded and the others go on.
 func TestGetAllPutAllOneTransfer(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	var srcs []string
 	for i := range 3 {
@@ -98,7 +98,7 @@ func TestGetAllPutAllOneTransfer(t *testing.T) {
 // are refused before anything moves.
 func TestGetAllPutAllRefuseSameBaseName(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	gpWrite(t, filepath.Join(local, "a", "f"), []byte("a"))
 	gpWrite(t, filepath.Join(local, "b", "f"), []byte("b"))
@@ -141,7 +141,7 @@ func TestProgressWalkedAtTheEnd(t *testing.T) {
 	aDone := make(chan struct{})
 	var ev events
 	done := tsGo(func() error {
-		return c.Get(tsCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), OnProgress(func(p Progress) {
+		return c.Get(testCtx(t), "/t", filepath.Join(t.TempDir(), "t"), Recursive(), OnProgress(func(p Progress) {
 			ev.list = append(ev.list, p)
 			if p.Done && p.Path == "/t/a" {
 				close(aDone)

@@ -61,7 +61,7 @@ func plainServerClient(t *testing.T) (*Client, string) {
 // that file and returns its failure alone.
 func TestTreeGoesOnPastAnUnreadableFile(t *testing.T) {
 	c, remote := plainServerClient(t)
-	ctx := gpCtx(t)
+	ctx := testCtx(t)
 	src := filepath.Join(remote, "tree")
 	var bad string
 	for i := range 200 {

@@ -100,7 +100,7 @@ func TestHostileTreeHugeAttributes(t *testing.T) {
 	fat := &fatTree{prefix: "/fat", dirs: 8, files: 100, attr: 200_000, heap: newHeapSampler(25)}
 	c, srv := newTestServerClient(t, testserver.Options{Corrupt: fat.corrupt})
 	require.NoError(t, srv.Mkdir("/fat", 0o755))
-	err := c.Get(tsCtx(t), "/fat", filepath.Join(t.TempDir(), "out"), Recursive())
+	err := c.Get(testCtx(t), "/fat", filepath.Join(t.TempDir(), "out"), Recursive())
 	var te *TreeError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, 8*100, te.Count, "every listed file was tried")
@@ -120,7 +120,7 @@ func TestHostileTreeEndless(t *testing.T) {
 	}
 	wide := &scriptedTree{prefix: "/wide", names: names}
 	heap := newHeapSampler(200)
-	ctx, cancel := context.WithCancel(tsCtx(t))
+	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	const stopAt = 4000
 	var mu sync.Mutex
@@ -164,7 +164,7 @@ func TestHonestTreesInTheSmallestBudget(t *testing.T) {
 		{"400 directories", func(i int) string { return fmt.Sprintf("d%03d/s%d/f%05d", i%200, i/200%2, i) }},
 	} {
 		t.Run(shape.name, func(t *testing.T) {
-			ctx := gpCtx(t)
+			ctx := testCtx(t)
 			local, remote := gpDirs(t)
 			src := filepath.Join(remote, "src")
 			for i := range 5_000 {

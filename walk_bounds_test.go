@@ -87,7 +87,7 @@ func liveHeap() int64 {
 func TestRemoveAllStopsAtMaxDepth(t *testing.T) {
 	heap := newHeapSampler(64)
 	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", "d")), Corrupt: lstatDirs("/loop")})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
 	err := c.RemoveAll(ctx, "/loop")
 	require.ErrorIs(t, err, ErrWalkTooDeep)
@@ -145,7 +145,7 @@ func TestRemoveAllBoundsTheBytesItHolds(t *testing.T) {
 	const limit = 4 << 20
 	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/loop", long)), Corrupt: lstatDirs("/loop")},
 		WithMemoryLimit(limit))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
 	err := c.RemoveAll(ctx, "/loop")
 	require.ErrorIs(t, err, ErrListingTooLarge)
@@ -173,7 +173,7 @@ func TestWalkDirBoundsTheBytesItHolds(t *testing.T) {
 	heap := newHeapSampler(4)
 	const limit = 1 << 20
 	c, srv := newTestServerClient(t, testserver.Options{Listing: heap.wrap(selfListing("/deep", "d", files...))}, WithMemoryLimit(limit))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/deep", 0o755))
 	var tooLarge []string
 	err := c.WalkDir(ctx, "/deep", func(p string, d fs.DirEntry, err error) error {
@@ -211,7 +211,7 @@ func TestGlobBoundsItsMatches(t *testing.T) {
 	for _, d := range []string{"/g", "/g/a", "/g/b", "/g/c", "/g/d"} {
 		require.NoError(t, srv.Mkdir(d, 0o755))
 	}
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	glob := func(limit int64, pattern string) ([]string, *budget, error) {
 		g := &globber{c: c, b: &budget{limit: limit}}
 		m, err := g.glob(ctx, pattern, 0)
@@ -269,7 +269,7 @@ func TestRemoveAllKeepsNoExtendedPairs(t *testing.T) {
 		},
 		Corrupt: lstatDirs("/x"),
 	}, WithMemoryLimit(limit))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/x", 0o755))
 
 	var sys *FileAttrs

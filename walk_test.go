@@ -196,7 +196,7 @@ func TestWalkDirStopsAtMaxDepth(t *testing.T) {
 		return []testserver.ListEntry{{Name: "d", Mode: 0o040755}}
 	}
 	c, _ := newTestServerClient(t, testserver.Options{Listing: func(string) testserver.Lister { return self }})
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/loop", 0o755))
 	depth, deepest := 0, ""
 	err := c.WalkDir(ctx, "/loop", func(p string, d fs.DirEntry, err error) error {
@@ -269,7 +269,7 @@ func TestWalkDirBoundsTheEntriesItHolds(t *testing.T) {
 	}
 	const limit = 1 << 20
 	c, _ := newTestServerClient(t, testserver.Options{Listing: func(string) testserver.Lister { return wide }}, WithMemoryLimit(limit))
-	ctx := tsCtx(t)
+	ctx := testCtx(t)
 	require.NoError(t, c.Mkdir(ctx, "/w", 0o755))
 	dirs := 0
 	var tooLarge []string
