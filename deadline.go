@@ -45,6 +45,12 @@ func (deadlineError) Is(target error) bool {
 // with errDeadline: a later SetDeadline then starts a fresh Done channel for the waits
 // that follow, while those already ended stay ended. Until a deadline has passed,
 // Done returns the same channel on every call.
+//
+// That renewal departs from context.Context's contract (Done and Err do not stay
+// ended): the File's waits and its read-ahead stream (File.ra, which outlives one
+// Read) select on the life itself, so a renewed deadline revives them, as
+// os.File's does. A context derived from it with context.WithCancel or
+// errgroup.WithContext follows the contract: once ended, it stays ended.
 type fileLife struct {
 	mu     sync.Mutex
 	done   chan struct{}
