@@ -12,11 +12,31 @@ import (
 
 // heldNewChannels gives every channel after the main one a reader held from its
 // first Read: such a channel never answers until released, as one whose server is
-// still starting (sshd runs a login shell first) does not.
+// still starting (sshd runs a login shell first) does not. pooled is closed once the
+// first such channel has sent a second request: its first is INIT, sent as it is
+// made, and any other goes out only once the channel is in the Client's pool.
 type heldNewChannels struct {
 	mu      sync.Mutex
 	all     []*holdReader
 	created chan *holdReader
+	pooled  chan struct{}
+}
+
+// requestWatch closes pooled once the requests written through it reach two.
+type requestWatch struct {
+	io.WriteCloser
+	packets packetCounter
+	n       int
+	pooled  chan struct{}
+}
+
+func (r *requestWatch) Write(p []byte) (int, error) {
+	if r.n < 2 {
+		if r.n += r.packets.count(p); r.n >= 2 {
+			close(r.pooled)
+		}
+	}
+	return r.WriteCloser.Write(p)
 }
 
 func (hs *heldNewChannels) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.WriteCloser) {
@@ -25,6 +45,9 @@ func (hs *heldNewChannels) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.Wr
 	if len(hs.all) > 0 {
 		h.hold()
 		hs.created <- h
+		if len(hs.all) == 1 {
+			w = &requestWatch{WriteCloser: w, pooled: hs.pooled}
+		}
 	}
 	hs.all = append(hs.all, h)
 	hs.mu.Unlock()
@@ -38,7 +61,7 @@ func (hs *heldNewChannels) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.Wr
 // channels' server starts (issue 22: 130-230 ReadFiles/s instead of 550).
 func TestFileChannelWaitsForAnAnswer(t *testing.T) {
 	e := newStripeEnv(t, 0)
-	holds := &heldNewChannels{created: make(chan *holdReader, 4)}
+	holds := &heldNewChannels{created: make(chan *holdReader, 4), pooled: make(chan struct{})}
 	c, _ := e.newClient(t, "", WithChannels(2), withStreamWrap(holds.wrap))
 	ctx := testCtx(t)
 	data := randBytes(4096, 41)
@@ -50,6 +73,7 @@ func TestFileChannelWaitsForAnAnswer(t *testing.T) {
 	var held *holdReader
 	within(t, func() { held = <-holds.created })
 	within(t, func() { <-held.waiting }) // it has not read its VERSION: it cannot answer
+	within(t, func() { <-holds.pooled }) // its first request after INIT: it is pooled
 	require.Len(t, c.dataChannels(), 1, "the data channel is in the pool")
 
 	second, err := c.Open(ctx, name)
