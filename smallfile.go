@@ -272,9 +272,10 @@ func (t *getPutCall) smallUpload(lf *os.File, fi fs.FileInfo, off int64) (data [
 	return nil, false, nil
 }
 
-// putSmall writes data, the whole of a small local file described by fi, to f, the
-// part file just created on the server, sets its metadata and syncs it as asked, closes
-// it and renames it to dst: everything before the rename in one round trip.
+// putSmall writes data, the whole of a small local file described by fi (nil for a
+// PutReader's stream, which has no metadata to preserve), to f, the part file just
+// created on the server, sets its metadata and syncs it as asked, closes it and renames
+// it to dst: everything before the rename in one round trip.
 func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, data []byte, fi fs.FileInfo, p *fileProgress) error {
 	defer f.cancel()
 	type step struct {
@@ -324,7 +325,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 			err = werr
 		}
 	})
-	return t.finishPut(ctx, f, part, dst, err, acked, func() error {
+	return t.finishPut(ctx, f, part, dst, err, t.keepable(acked), func() error {
 		if cerr := closeReply(context.WithoutCancel(t.ctx), f, cls); cerr != nil {
 			return f.err("close", cerr)
 		}
