@@ -330,7 +330,8 @@ func (c *Client) Link(ctx context.Context, oldname, newname string) error {
 }
 
 // RealPath returns the canonical absolute form of name. A leading "~" or "~user" is
-// expanded when the server offers expand-path@openssh.com.
+// expanded when the server offers expand-path@openssh.com: a name a listing gave,
+// which may start with "~", is resolved as itself when prefixed with "./".
 func (c *Client) RealPath(ctx context.Context, name string) (string, error) {
 	var s string
 	var err error
