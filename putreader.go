@@ -136,7 +136,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 		var small bool
 		if head, small, err = t.streamHead(src, off); small {
 			stop()
-			return int64(len(head)), t.putSmall(ctx, f, part, dst, head, nil, p) // closes f
+			return int64(len(head) - dataOff), t.putSmall(ctx, f, part, dst, head, nil, p) // closes f
 		} else if err == nil {
 			err = t.sendStream(ctx, f, src, head, off, p, &n)
 		}
@@ -147,32 +147,30 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),
 // to send a stream that fits in one WRITE by the two round trips of a small file:
-// small reports that head holds it all. Otherwise head is what was read of a plain
-// stream, to be sent first; a source read at offsets is left at its position.
+// small reports that head holds it all, framed for putSmall (see readFramed).
+// Otherwise head is what was read of a plain stream, to be sent first (unframed); a
+// source read at offsets is left at its position.
 func (t *getPutCall) streamHead(src *streamSource, off int64) (head []byte, small bool, err error) {
 	limit := int64(t.c.limits.MaxWrite)
 	if off != 0 || src.size > limit {
 		return nil, false, nil
 	}
-	// One byte more than a known size shows a source that grew since; of a stream,
-	// one more than a WRITE shows it does not fit.
-	want := limit + 1
+	// Of a known size, one byte more shows a source that grew since; of a stream, one
+	// more than a WRITE shows it does not fit.
+	want := limit
 	if src.size >= 0 {
-		want = src.size + 1
+		want = src.size
 	}
-	buf := make([]byte, want)
-	n, err := io.ReadFull(src.r, buf)
+	framed, small, err := readFramed(src.r, int(want))
 	switch {
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		return buf[:n], true, nil
-	case err != nil:
-		return nil, false, err
+	case err != nil || small:
+		return framed, small, err
 	case src.ra != nil:
 		// Longer than its size said: the engine reads it at offsets, from the start.
 		_, err := src.r.(io.Seeker).Seek(src.base, io.SeekStart)
 		return nil, false, err
 	}
-	return buf[:n], false, nil
+	return framed[dataOff:], false, nil
 }
 
 // sendStream writes head and then the rest of src from off into f, then syncs as
