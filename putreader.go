@@ -78,6 +78,8 @@ type streamSource struct {
 // newStreamSource looks at r and at the call's options, and refuses what cannot apply.
 func (t *getPutCall) newStreamSource(r io.Reader) (*streamSource, error) {
 	switch o := &t.o; {
+	case r == nil:
+		return nil, errors.New("sftp: PutReader of a nil io.Reader")
 	case o.recursive:
 		return nil, errStreamOption("Recursive")
 	case o.preserve:

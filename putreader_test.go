@@ -185,6 +185,8 @@ func TestPutReaderRefuses(t *testing.T) {
 	}
 	_, err := c.PutReader(ctx, strings.NewReader("x"), "/f", Fsync())
 	require.ErrorIs(t, err, errors.ErrUnsupported)
+	_, err = c.PutReader(ctx, nil, "/f")
+	requirePathErr(t, err, "put", "/f")
 	require.Equal(t, before, srv.Requests(testserver.TypeLstat), "nothing was asked")
 	require.Zero(t, srv.Requests(testserver.TypeOpen))
 
