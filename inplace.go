@@ -57,7 +57,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 		return err
 	}
 	p := t.rep.start(src, dst, 0, remoteSize(fi))
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	// Only Write, so the data comes in order: a FIFO or a terminal has no offsets.
 	var w io.Writer = lf
 	if p != nil {
@@ -101,14 +101,13 @@ func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string)
 	}
 	f.append = true // not striped (see above); the offsets it sends are kept
 	p := t.rep.start(ls.path, dst, 0, ls.info.Size())
-	defer func() { p.end(err) }()
-	var src io.Reader = lf
+	defer func() { p.end(ctx, err) }()
 	if p != nil {
-		src = &progressFile{f: lf, p: p}
+		f.onAcked = p.add
 	}
 	stop := watch(ctx, f)
 	if err = ctx.Err(); err == nil {
-		_, err = f.ReadFrom(src)
+		_, err = f.ReadFrom(lf)
 	}
 	stop()
 	if cerr := closeWithin(t.ctx, f); err == nil {
