@@ -29,6 +29,17 @@ import (
 // over is always one run from its start: no reader returns a shorter or holed result
 // with a nil error.
 //
+// The size an FSTAT gives (the hint) is not proof of the end: the file may have grown
+// or shrunk since, and a server's attributes may be wrong. It only steers: READs go
+// out up to it, then the READ at it (the probe, sent with the last of them, so its
+// answer comes with theirs rather than a round trip later), and past it one at a
+// time. The end is proven only by the probe's EOF with nothing answered past it.
+// WriteTo hands w the piece that reaches the hint once the probe has answered
+// (awaitEnd): the data is safe to give at any time, but a caller that stops once it
+// has the bytes it expected (an HTTP client with Content-Length, whose going away
+// closes the File) must find the call already able to return nil, with nothing left
+// to wait for.
+//
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
 // in flight and the window is full of data waiting behind a short DATA's missing
@@ -185,7 +196,7 @@ func (s *readStream) fillRedo() bool {
 // fillNew sends READs of new ranges while the window has room.
 func (s *readStream) fillNew() {
 	for s.inWindow() < s.win && s.issue < s.stopAt() {
-		if s.sizeUnsure() && len(s.reqs) > 0 {
+		if s.sizeUnsure() && len(s.reqs) > 0 && !s.probeDue() {
 			return // until the FSTAT answers, and past the size it gave, one READ at a time
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
@@ -206,6 +217,33 @@ func (s *readStream) fillNew() {
 // goes on: before the FSTAT has answered, or past the size it gave.
 func (s *readStream) sizeUnsure() bool {
 	return s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)
+}
+
+// probeDue reports whether the next READ is the probe: the one at the size the FSTAT
+// gave, which should find EOF. It goes out with the READs before it.
+func (s *readStream) probeDue() bool {
+	return s.statID == 0 && s.hint >= 0 && s.issue == s.hint
+}
+
+// awaitEnd is called by WriteTo when the segment it is about to hand over ends at the
+// size the FSTAT gave: it waits for the probe's answer first (see the package
+// comment), or for DATA at that size, or for a failure, so that once the last byte is
+// handed over the call returns at once. It proves nothing itself: what step returns
+// next is decided by readEnds exactly as without it, so nil still needs the probe's
+// EOF and every READ past the end answered without DATA.
+func (s *readStream) awaitEnd() {
+	if s.hint < 0 || s.next != s.hint {
+		return
+	}
+	for s.ends.eof < 0 && s.err == nil {
+		if _, ok := s.segs[s.next]; ok {
+			return // the file goes on past the hint
+		}
+		s.fill()
+		if !s.more() {
+			return
+		}
+	}
 }
 
 func (s *readStream) send(req chunk) bool {
@@ -453,8 +491,9 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 			if err == io.EOF {
 				return total, nil
 			}
-			return total, s.f.err("read", err)
+			return total, s.f.err("writeto", err)
 		}
+		s.awaitEnd()
 		n, err := w.Write(s.cur.data)
 		total += int64(n)
 		if err == nil && n < len(s.cur.data) {
@@ -523,7 +562,7 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	if err == io.EOF {
 		return n, nil
 	}
-	return n, s.f.err("read", err)
+	return n, s.f.err("writeto", err)
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

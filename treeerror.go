@@ -19,15 +19,16 @@ import (
 // failure, and the error that stopped the tree early, if one did.
 type TreeError struct {
 	Op     string  // "get" or "put"
-	Failed []error // the failures, each an *fs.PathError naming the source; the first maxTreeFailures kept
-	Count  int     // how many failed in all; more than len(Failed) past maxTreeFailures
+	Failed []error // the failures, each an *fs.PathError naming the source; at most the first 1,000
+	Count  int     // how many failed in all: more than len(Failed) when more than 1,000 did
 	// Stopped is what stopped the tree before every file was tried: its ctx ending
 	// or the connection dying. It is nil when every file was tried.
 	Stopped error
 }
 
 // maxTreeFailures bounds the failures a TreeError keeps: a tree of a million
-// unreadable files must not hold a million errors.
+// unreadable files must not hold a million errors. TreeError's godoc states the
+// number, as the constant is not exported.
 const maxTreeFailures = 1000
 
 func (e *TreeError) Error() string {
