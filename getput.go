@@ -551,6 +551,12 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 // background, in that order.
 func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
 	failed := err != nil
+	if failed {
+		var ns *noSpaceError
+		if err = t.explainFull(t.ctx, part, err); errors.As(err, &ns) {
+			acked = 0 // a part that cannot grow is removed (nospace.go)
+		}
+	}
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
 		cerr := closeFile()
 		if failed || cerr != nil {
