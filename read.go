@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -331,6 +332,14 @@ func (s *readStream) onStat(r response) {
 		return
 	}
 	s.hint = int64(min(a.Size, 1<<62))
+	if a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask == unixDir {
+		// A directory opened as a file (OpenSSH allows it): what its READs fail with
+		// (a bare FAILURE) says nothing, so the read fails as os.File's would.
+		if s.err == nil || s.errAt > s.next {
+			s.err, s.errAt = syscall.EISDIR, s.next
+		}
+		return
+	}
 	if s.hint-s.next >= stripeMin {
 		s.stripe()
 	}

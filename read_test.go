@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +130,21 @@ func requireOp(t *testing.T, err error, op string) {
 	var pe *fs.PathError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, op, pe.Op, "%v", err)
+}
+
+// WriteTo of a directory (OpenSSH's sftp-server opens one as a file) fails as
+// os.File's read of one does, rather than with the bare FAILURE its READs get.
+func TestWriteToOfADirectory(t *testing.T) {
+	dir := serverDir(t)
+	c, _ := sftpServerClient(t, dir, nil)
+	f, err := c.Open(testCtx(t), ".")
+	require.NoError(t, err)
+	defer f.Close()
+	var sink bytes.Buffer
+	n, err := f.WriteTo(&sink)
+	require.ErrorIs(t, err, syscall.EISDIR)
+	require.Zero(t, n)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "writeto", pe.Op)
 }

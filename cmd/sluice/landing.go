@@ -113,7 +113,7 @@ type copyPlan struct {
 	roots    []string   // the sources of GetAll or PutAll, on the source side
 	links    []copyPair // links directly under a contents source
 	dir      string     // where roots and links land
-	makeDir  bool       // dir is missing and is made first
+	makeDir  bool       // dir is missing and is made first (for one file too, typed DST/)
 	copyRoot string     // for the summary: the copy's name when there is one root, else dir
 }
 
@@ -124,6 +124,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 	list func(dir string) ([]listedEntry, error)) (*copyPlan, error) {
 	pl := &copyPlan{dir: dst.path, copyRoot: dst.path}
 	var named []copyPair
+	inside := false // a single file copied inside dst
 	for _, s := range srcs {
 		l, err := landOf(s.name, s.slash, s.dir, several, dst.isDir || dst.slash)
 		if err != nil {
@@ -133,7 +134,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 		case l == landAs:
 			pl.one = &copyPair{s.path, dst.path}
 		case l == landInside && !several && !s.dir:
-			pl.one = &copyPair{s.path, join(dst.path, s.name)}
+			pl.one, inside = &copyPair{s.path, join(dst.path, s.name)}, true
 		case l == landInside:
 			pl.roots = append(pl.roots, s.path)
 			named = append(named, copyPair{s.path, s.name})
@@ -158,7 +159,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 	if pl.one == nil && dst.exists && !dst.isDir {
 		return nil, fmt.Errorf("%s: not a directory: %s", op, dst.path)
 	}
-	pl.makeDir = pl.one == nil && !dst.exists
+	pl.makeDir = (pl.one == nil || inside) && !dst.exists
 	return pl, checkNames(op, named)
 }
 
