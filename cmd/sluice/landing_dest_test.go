@@ -51,8 +51,13 @@ func TestMissingDestinationDirectoryIsMade(t *testing.T) {
 		tc.check()
 	}
 
+	// Names come out clean: no "//" from the slash typed.
+	r := runCLI(t, "put", in("src", "b.txt"), in("up1")+"//")
+	requireOK(t, r)
+	requireSummary(t, r.stderr, "put", in("src", "b.txt"), in("up1", "b.txt"), len(b))
+
 	// The parent is not made: that is a typo more often than not.
-	r := runCLI(t, "put", in("src", "a.txt"), in("no", "such")+"/")
+	r = runCLI(t, "put", in("src", "a.txt"), in("no", "such")+"/")
 	require.Equal(t, exitFail, r.code)
 	require.Equal(t, "sluice: put: no such directory: "+in("no")+"\n", r.stderr)
 	r = runCLI(t, "get", in("src", "*.txt"), in("no", "such")+"/")

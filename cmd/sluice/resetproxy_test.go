@@ -270,10 +270,3 @@ func cutsAt(gaps ...int64) func() int64 {
 		return g
 	}
 }
-
-// proxyDeadline bounds a test's waits on the proxy.
-func proxyDeadline(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}

@@ -36,7 +36,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
-	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
+	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect and go on, up to `n` times in a row without progress\n(at once after progress, else waiting 1 s, 2 s, 4 s... up to 30 s): files in place are not\ncopied again, unfinished ones continue from their part files")
 }
 
 func (x *xferFlags) options() []sftp.TransferOption {
@@ -79,19 +79,10 @@ func xferCommand(synopsis string, do func(a *app, ctx context.Context, from []st
 	}}
 }
 
-// transfer runs do once with x's options and, unless -q, a display fed by its
-// progress reports. The display is finished before transfer returns, so an error
-// printed next starts on a clean line. It returns how many files the transfer found,
-// for the count of failures.
-func (a *app) transfer(op, src, dst string, x *xferFlags, opts []sftp.TransferOption, do func(...sftp.TransferOption) error) (int, error) {
-	run := a.newXferRun(op, src, dst, x)
-	err := run.try(opts, do)
-	run.finish(err)
-	return run.found(), err
-}
-
 // xferRun is one put or get as the user sees it: its tries (several with --retries),
-// one display across them, and what the tries have learned.
+// one display across them, unless -q, fed by their progress reports, and what the
+// tries have learned. The display is finished before the command's error is printed,
+// so that starts on a clean line.
 type xferRun struct {
 	a   *app
 	d   *display  // nil with -q

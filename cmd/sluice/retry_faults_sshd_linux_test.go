@@ -153,6 +153,7 @@ func TestRetriesResumeTheFileInFlight(t *testing.T) {
 		r := runApp(t, w.hook, append(faultArgs(t, s, p.addr(), p.port()), tc.op, "--retries", "3", tc.from, tc.to)...)
 		requireOK(t, r)
 		require.Contains(t, r.stderr, "; retrying (retry 1 of 3)")
+		require.NotContains(t, r.stderr, tc.op+" "+tc.from+": "+tc.op+" ", "one prefix per message")
 		w.check(1)
 		require.Len(t, w.resumedAt, 1, tc.op)
 		for _, at := range w.resumedAt {
