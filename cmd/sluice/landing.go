@@ -146,14 +146,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range entries {
-				named = append(named, copyPair{e.src, e.name})
-				if e.link {
-					pl.links = append(pl.links, copyPair{e.src, join(dst.path, e.name)})
-				} else {
-					pl.roots = append(pl.roots, e.src)
-				}
-			}
+			named = pl.addContents(named, entries, dst.path, join)
 		}
 	}
 	if pl.one == nil && dst.exists && !dst.isDir {
@@ -161,6 +154,20 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 	}
 	pl.makeDir = (pl.one == nil || inside) && !dst.exists
 	return pl, checkNames(op, named)
+}
+
+// addContents adds the entries of a source whose contents land in dir: links are
+// made by the command, the rest are roots. It returns named with their names added.
+func (pl *copyPlan) addContents(named []copyPair, entries []listedEntry, dir string, join func(dir, name string) string) []copyPair {
+	for _, e := range entries {
+		named = append(named, copyPair{e.src, e.name})
+		if e.link {
+			pl.links = append(pl.links, copyPair{e.src, join(dir, e.name)})
+		} else {
+			pl.roots = append(pl.roots, e.src)
+		}
+	}
+	return named
 }
 
 // listedEntry is an entry of a directory whose contents are copied.
