@@ -201,6 +201,9 @@ func (s *readStream) fillNew() {
 			return // until the FSTAT answers, and past the size it gave, one READ at a time
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
+		if s.hint > s.issue {
+			n = int(min(int64(n), s.hint-s.issue)) // the last one ends at the hint: the probe follows it
+		}
 		if s.capped && s.pick().out >= s.laneCap {
 			return // every lane has what keeps its window full; more would only queue
 		}
