@@ -33,6 +33,8 @@ type transferOptions struct {
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	// skipFile is SkipFiles' predicate; nil without.
+	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
@@ -264,6 +266,9 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 		defer t.local.close()
 		return t.getTree(remote, fi)
 	}
+	if t.skipped(remote, fi) {
+		return nil
+	}
 	t.rep.plan(remoteSize(fi))
 	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
 		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
@@ -317,6 +322,8 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return t.putTree(local, remote, fi, root)
 	case !fi.Mode().IsRegular():
 		return pathErr("put", local, errNotRegular)
+	case t.skipped(local, fi):
+		return nil
 	}
 	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
 }
@@ -420,7 +427,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		return err
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	n, err := t.download(ctx, f, src, lf, off, size, p)
 	if err == nil {
 		err = ctx.Err()
@@ -534,7 +541,7 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	stop := watch(ctx, f)
 	p := t.rep.start(src, dst, off, fi.Size())
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	var n int64
 	if err = ctx.Err(); err == nil { // as in getFile
 		var data []byte
@@ -560,6 +567,12 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 // background, in that order.
 func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
 	failed := err != nil
+	if failed {
+		var ns *noSpaceError
+		if err = t.explainFull(t.ctx, part, err); errors.As(err, &ns) {
+			acked = 0 // a part that cannot grow is removed (nospace.go)
+		}
+	}
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
 		cerr := closeFile()
 		if failed || cerr != nil {
@@ -631,13 +644,13 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		}
 	}
 	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
-	// ends, whether it grew since it was listed or not, as cp would copy it.
-	var src io.Reader = lf
+	// ends, whether it grew since it was listed or not, as cp would copy it. Progress
+	// counts what the server acknowledged.
 	if p != nil {
-		src = &progressFile{f: lf, p: p}
+		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(src); err != nil {
+	if *n, err = f.ReadFrom(lf); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

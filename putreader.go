@@ -132,7 +132,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	}
 	stop := watch(ctx, f)
 	p := t.rep.start("", dst, off, src.size)
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	if err = ctx.Err(); err == nil { // as in getFile
 		var head []byte
 		var small bool
@@ -190,8 +190,11 @@ func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource,
 	if len(head) > 0 {
 		r = io.MultiReader(bytes.NewReader(head), r)
 	}
+	if p != nil {
+		f.onAcked = p.add
+	}
 	var err error
-	if *n, err = f.ReadFrom(countRead(r, p)); err != nil {
+	if *n, err = f.ReadFrom(r); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {
@@ -212,49 +215,3 @@ func (t *getPutCall) keepable(acked int64) int64 {
 	}
 	return acked
 }
-
-// countRead reports what is read from r to p, keeping the methods that let
-// File.ReadFrom read r at offsets with several goroutines (see sizedReaderAt). With
-// no p it is r.
-func countRead(r io.Reader, p *fileProgress) io.Reader {
-	if p == nil {
-		return r
-	}
-	if ra, base, size, ok := sizedReaderAt(r); ok {
-		return &progressReaderAt{progressReader: progressReader{r: r, p: p}, ra: ra, sk: r.(io.Seeker), size: base + size}
-	}
-	return &progressReader{r: r, p: p}
-}
-
-// progressReader counts what is read from a plain reader.
-type progressReader struct {
-	r io.Reader
-	p *fileProgress
-}
-
-func (pr *progressReader) Read(b []byte) (int, error) {
-	n, err := pr.r.Read(b)
-	pr.p.add(n)
-	return n, err
-}
-
-// progressReaderAt counts what is read from a reader File.ReadFrom reads at offsets.
-type progressReaderAt struct {
-	progressReader
-	ra   io.ReaderAt
-	sk   io.Seeker
-	size int64
-}
-
-func (pr *progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
-	n, err := pr.ra.ReadAt(b, off)
-	pr.p.add(n)
-	return n, err
-}
-
-func (pr *progressReaderAt) Seek(off int64, whence int) (int64, error) {
-	return pr.sk.Seek(off, whence)
-}
-
-// Size is the source's whole size, as sizedReaderAt reads it.
-func (pr *progressReaderAt) Size() int64 { return pr.size }

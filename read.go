@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +29,17 @@ import (
 // it whichever came first (readEnds): the stream then fails at that end. What it hands
 // over is always one run from its start: no reader returns a shorter or holed result
 // with a nil error.
+//
+// The size an FSTAT gives (the hint) is not proof of the end: the file may have grown
+// or shrunk since, and a server's attributes may be wrong. It only steers: READs go
+// out up to it, then the READ at it (the probe, sent with the last of them, so its
+// answer comes with theirs rather than a round trip later), and past it one at a
+// time. The end is proven only by the probe's EOF with nothing answered past it.
+// WriteTo hands w the piece that reaches the hint once the probe has answered
+// (awaitEnd): the data is safe to give at any time, but a caller that stops once it
+// has the bytes it expected (an HTTP client with Content-Length, whose going away
+// closes the File) must find the call already able to return nil, with nothing left
+// to wait for.
 //
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
@@ -185,10 +197,13 @@ func (s *readStream) fillRedo() bool {
 // fillNew sends READs of new ranges while the window has room.
 func (s *readStream) fillNew() {
 	for s.inWindow() < s.win && s.issue < s.stopAt() {
-		if s.sizeUnsure() && len(s.reqs) > 0 {
+		if s.sizeUnsure() && len(s.reqs) > 0 && !s.probeDue() {
 			return // until the FSTAT answers, and past the size it gave, one READ at a time
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
+		if s.hint > s.issue {
+			n = int(min(int64(n), s.hint-s.issue)) // the last one ends at the hint: the probe follows it
+		}
 		if s.capped && s.pick().out >= s.laneCap {
 			return // every lane has what keeps its window full; more would only queue
 		}
@@ -206,6 +221,33 @@ func (s *readStream) fillNew() {
 // goes on: before the FSTAT has answered, or past the size it gave.
 func (s *readStream) sizeUnsure() bool {
 	return s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)
+}
+
+// probeDue reports whether the next READ is the probe: the one at the size the FSTAT
+// gave, which should find EOF. It goes out with the READs before it.
+func (s *readStream) probeDue() bool {
+	return s.statID == 0 && s.hint >= 0 && s.issue == s.hint
+}
+
+// awaitEnd is called by WriteTo when the segment it is about to hand over ends at the
+// size the FSTAT gave: it waits for the probe's answer first (see the package
+// comment), or for DATA at that size, or for a failure, so that once the last byte is
+// handed over the call returns at once. It proves nothing itself: what step returns
+// next is decided by readEnds exactly as without it, so nil still needs the probe's
+// EOF and every READ past the end answered without DATA.
+func (s *readStream) awaitEnd() {
+	if s.hint < 0 || s.next != s.hint {
+		return
+	}
+	for s.ends.eof < 0 && s.err == nil {
+		if _, ok := s.segs[s.next]; ok {
+			return // the file goes on past the hint
+		}
+		s.fill()
+		if !s.more() {
+			return
+		}
+	}
 }
 
 func (s *readStream) send(req chunk) bool {
@@ -293,6 +335,14 @@ func (s *readStream) onStat(r response) {
 		return
 	}
 	s.hint = int64(min(a.Size, 1<<62))
+	if a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask == unixDir {
+		// A directory opened as a file (OpenSSH allows it): what its READs fail with
+		// (a bare FAILURE) says nothing, so the read fails as os.File's would.
+		if s.err == nil || s.errAt > s.next {
+			s.err, s.errAt = syscall.EISDIR, s.next
+		}
+		return
+	}
 	if s.hint-s.next >= stripeMin {
 		s.stripe()
 	}
@@ -453,8 +503,9 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 			if err == io.EOF {
 				return total, nil
 			}
-			return total, s.f.err("read", err)
+			return total, s.f.err("writeto", err)
 		}
+		s.awaitEnd()
 		n, err := w.Write(s.cur.data)
 		total += int64(n)
 		if err == nil && n < len(s.cur.data) {
@@ -523,7 +574,7 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	if err == io.EOF {
 		return n, nil
 	}
-	return n, s.f.err("read", err)
+	return n, s.f.err("writeto", err)
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

@@ -362,7 +362,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 		switch {
 		case werr == nil && steps[i].op == "write":
 			acked = int64(len(data))
-			p.add(len(data))
+			p.add(int64(len(data)))
 		case werr != nil && err == nil:
 			err = werr
 		}

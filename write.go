@@ -83,6 +83,7 @@ func (h *heldBuf) writeDone() {
 // writeStream is one upload from an offset.
 type writeStream struct {
 	lanes
+	op    string // the entry point its errors name: "write", "writeat", "readfrom"
 	start int64
 	size  int // data bytes per WRITE
 	max   int // the window
@@ -119,7 +120,8 @@ type writeStream struct {
 	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
 }
 
-func (f *File) newWriteStream(off int64) *writeStream {
+// newWriteStream starts an upload at off for op, the entry point its errors name.
+func (f *File) newWriteStream(op string, off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
 		// Siblings open without CREAT or TRUNC: the caller's open already created or
@@ -137,6 +139,7 @@ func (f *File) newWriteStream(off int64) *writeStream {
 		reqs:     make(map[uint32]chunk, window),
 		acked:    newPrefixTracker(off, window),
 		end:      math.MaxInt64,
+		op:       op,
 	}
 }
 
@@ -224,7 +227,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 		}
 	}
 	if ws.err != nil {
-		return min(n, ws.errAt-ws.start), ws.f.err("write", ws.err)
+		return min(n, ws.errAt-ws.start), ws.f.err(ws.op, ws.err)
 	}
 	return n, ws.srcFail.err
 }
@@ -600,7 +603,11 @@ func (ws *writeStream) ack(r response) error {
 		ws.stop() // the server refused a WRITE: let what is in flight finish
 		return nil
 	}
+	before := ws.acked.prefix
 	ws.acked.done(req.off, req.n)
+	if ws.f.onAcked != nil && ws.acked.prefix > before {
+		ws.f.onAcked(ws.acked.prefix - before)
+	}
 	ws.moved(req.n)
 	return nil
 }

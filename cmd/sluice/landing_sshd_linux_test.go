@@ -224,7 +224,7 @@ func TestGlobIsOneTransfer(t *testing.T) {
 	require.NoError(t, os.Mkdir(restore, 0o755))
 	r := runCLI(t, "get", "box:"+dir+"/*.jpg", restore+"/")
 	requireOK(t, r)
-	requireTreeSummary(t, r.stderr, "get", dir+"/*.jpg", restore+"/", 20, total)
+	requireTreeSummary(t, r.stderr, "get", dir+"/*.jpg", restore, 20, total) // named clean
 	des, err := os.ReadDir(restore)
 	require.NoError(t, err)
 	require.Len(t, des, 20)
