@@ -13,7 +13,8 @@ type Progress struct {
 	Path string // the file's source path (remote for Get, local for Put)
 	Dest string // where it goes, under its final name
 
-	// Bytes of this file done so far. A resumed file starts at the part file's size.
+	// Bytes of this file done so far. A resumed file starts where Resume continues it
+	// (W before the part file's end, see Resume).
 	// For Put it counts bytes handed to the transfer, which runs up to one window of
 	// WRITEs ahead of the server's acknowledgements.
 	Bytes int64
