@@ -9,8 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,14 +20,17 @@ import (
 )
 
 // Stop, then resume: the model test of Resume (issue 25). A seed draws a transfer (Get
-// or Put, its size, request size, window, lanes, round trip, the span W) and a server
-// that answers out of order and carries out each session's WRITEs late (HoldWrites:
-// across sessions they land out of order, and a session that dies drops the ones it
-// held); then stops the transfer one to three times at random points, each way a
-// transfer can stop: its ctx, Client.Close, the connection killed (every session of
-// the run at once, as when the process running it dies), and for a download the
-// process killed (the part file frozen as it was at that moment: nothing cuts it).
-// Each stop is followed by a run with Resume, the last one to the end. The property:
+// or Put, its size, request size, window, lanes, round trip, the span W), then stops
+// it one to three times at random points, each way a transfer can stop: its ctx,
+// Client.Close, its connections killed, and the process running it killed (a child
+// process, model_resume_child_test.go, SIGKILLed in the middle of the transfer, with
+// requests in flight and pieces being written). Each stop is followed by a run with
+// Resume, the last one to the end. The servers: the in-process one answering out of
+// order and carrying out each session's WRITEs late (HoldWrites: across sessions they
+// land out of order, and a session that dies drops the ones it held), where a killed
+// process is modelled (its connections die; a download's part is frozen as it was);
+// OpenSSH's sftp-server over pipes, striped over several server processes; and the
+// private sshd, striped over its sessions (model_resume_envs_test.go). The property:
 //
 //   - after every stop, the part file's bytes below its size minus W are the source's
 //     (the invariant Resume relies on, resume.go);
@@ -44,15 +47,16 @@ import (
 type stopHow int
 
 const (
-	stopNone   stopHow = iota - 1 // the run goes to the end
-	stopCtx                       // the call's ctx is cancelled
-	stopClose                     // Client.Close
-	stopKill                      // every connection of the run dies at once
-	stopFreeze                    // the process dies: the local part stays as it was (Get)
+	stopNone    stopHow = iota - 1 // the run goes to the end
+	stopCtx                        // the call's ctx is cancelled
+	stopClose                      // Client.Close
+	stopKill                       // every connection of the run dies at once
+	stopProcess                    // the process running the transfer is SIGKILLed
+	stopFreeze                     // in-process model of stopProcess for a Get: the part stays as it was
 )
 
 func (h stopHow) String() string {
-	return [...]string{"none", "ctx", "Close", "connection killed", "process killed"}[h+1]
+	return [...]string{"none", "ctx", "Close", "connection killed", "process killed", "process killed (modelled)"}[h+1]
 }
 
 // resumeStop is one stop: how, and once how many bytes have moved.
@@ -89,11 +93,7 @@ func newResumePlan(seed uint64, hows []stopHow) resumePlan {
 	s := int(p.span)
 	p.size = pick(rng, rng.IntN(p.chunk), rng.IntN(s), s, s+1+rng.IntN(4*s), 2*s+rng.IntN(3*s))
 	for range 1 + rng.IntN(3) {
-		how := pick(rng, hows...)
-		if how == stopFreeze && p.up {
-			how = stopKill // an upload's process dying is its connections dying
-		}
-		p.stops = append(p.stops, resumeStop{how: how, at: rng.Int64N(int64(p.size) + 1)})
+		p.stops = append(p.stops, resumeStop{how: pick(rng, hows...), at: rng.Int64N(int64(p.size) + 1)})
 	}
 	return p
 }
@@ -127,14 +127,57 @@ type resumeServer interface {
 	// settle returns once the run's server sessions have stopped changing files; the
 	// run's Client is closed.
 	settle(t *testing.T)
+	// remote is the name the Client uses for name.
+	remote(name string) string
 	// read returns a file as the server holds it (nil, fs.ErrNotExist when missing).
 	read(name string) ([]byte, error)
 	write(t *testing.T, name string, data []byte)
+	// child sets up how a child process reaches the server (the fields of cfg about
+	// that, and the files it inherits), for a run the test kills; false when the
+	// server is in this process.
+	child(t *testing.T, cfg *childConfig) (files []*os.File, ok bool)
 }
 
-// resumeModel runs one plan against srv and checks the property. It counts the stops
-// made (runs that ended before the transfer did) in stops.
-func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, stops *atomic.Int64) {
+// resumeTally counts what the model did: the stops made (runs that ended before the
+// transfer did), by how, and the runs that continued a part from past its start.
+type resumeTally struct {
+	mu      sync.Mutex
+	byHow   map[stopHow]int
+	resumed int
+}
+
+func (r *resumeTally) stopped(how stopHow) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byHow == nil {
+		r.byHow = map[stopHow]int{}
+	}
+	r.byHow[how]++
+}
+
+func (r *resumeTally) resumedFrom(off int64) {
+	if off > 0 {
+		r.mu.Lock()
+		r.resumed++
+		r.mu.Unlock()
+	}
+}
+
+func (r *resumeTally) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	total := 0
+	var by []string
+	for how := stopCtx; how <= stopFreeze; how++ {
+		total += r.byHow[how]
+		by = append(by, fmt.Sprintf("%v %d", how, r.byHow[how]))
+	}
+	return fmt.Sprintf("%d stops (%s), each followed by a resume; %d runs continued a part from past its start",
+		total, strings.Join(by, ", "), r.resumed)
+}
+
+// resumeModel runs one plan against srv and checks the property, counting in tally.
+func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, tally *resumeTally) {
 	log := newModelLog(t, plan.seed)
 	log.add("plan: %v", plan)
 	data := randBytes(plan.size, plan.seed)
@@ -154,9 +197,17 @@ func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, stops *atomic.
 		if resume && len(before) > 0 {
 			from = max(0, int64(len(before))-plan.span)
 		}
-		first, frozen, err := runOnce(t, srv, plan, rt, st, resume)
+		var first int64
+		var frozen []byte
+		var err error
+		if st.how == stopProcess {
+			first, err = runChild(t, srv, plan, rt, st, resume)
+		} else {
+			first, frozen, err = runOnce(t, srv, plan, rt, st, resume)
+		}
 		log.add("run %d (stop %v at %d): resumed from %d, err %v", i, st.how, st.at, first, err)
 		require.Equal(t, from, first, "run %d did not resume from the proven point", i)
+		tally.resumedFrom(first)
 		if err == nil {
 			got, rerr := rt.dest()
 			require.NoError(t, rerr)
@@ -166,7 +217,7 @@ func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, stops *atomic.
 			return
 		}
 		require.NotEqual(t, stopNone, st.how, "the run without a stop failed: %v", err)
-		stops.Add(1)
+		tally.stopped(st.how)
 		if frozen != nil {
 			rt.setPart(t, frozen)
 		}
@@ -244,6 +295,8 @@ type resumeRun interface {
 	part() ([]byte, error) // the part file (nil, fs.ErrNotExist when there is none)
 	setPart(t *testing.T, data []byte)
 	dest() ([]byte, error) // the finished copy
+	// describe fills in what a child process needs to run the same transfer.
+	describe(cfg *childConfig)
 }
 
 type putRun struct {
@@ -252,23 +305,35 @@ type putRun struct {
 }
 
 func (r *putRun) run(ctx context.Context, c *Client, opts []TransferOption) error {
-	return c.Put(ctx, r.src, "dst", opts...)
+	return c.Put(ctx, r.src, r.srv.remote("dst"), opts...)
 }
+
 func (r *putRun) part() ([]byte, error)             { return r.srv.read(".dst" + partSuffix) }
 func (r *putRun) setPart(t *testing.T, data []byte) { r.srv.write(t, ".dst"+partSuffix, data) }
 func (r *putRun) dest() ([]byte, error)             { return r.srv.read("dst") }
-func (r *getRun) run(ctx context.Context, c *Client, opts []TransferOption) error {
-	return c.Get(ctx, "src", r.dst, opts...)
+
+func (r *putRun) describe(cfg *childConfig) {
+	cfg.Up, cfg.Local, cfg.Remote = true, r.src, r.srv.remote("dst")
 }
-func (r *getRun) part() ([]byte, error) { return os.ReadFile(r.dst + partSuffix) }
-func (r *getRun) setPart(t *testing.T, data []byte) {
-	require.NoError(t, os.WriteFile(r.dst+partSuffix, data, 0o644))
-}
-func (r *getRun) dest() ([]byte, error) { return os.ReadFile(r.dst) }
 
 type getRun struct {
 	dst string
 	srv resumeServer
+}
+
+func (r *getRun) run(ctx context.Context, c *Client, opts []TransferOption) error {
+	return c.Get(ctx, r.srv.remote("src"), r.dst, opts...)
+}
+
+func (r *getRun) part() ([]byte, error) { return os.ReadFile(r.dst + partSuffix) }
+func (r *getRun) dest() ([]byte, error) { return os.ReadFile(r.dst) }
+
+func (r *getRun) setPart(t *testing.T, data []byte) {
+	require.NoError(t, os.WriteFile(r.dst+partSuffix, data, 0o644))
+}
+
+func (r *getRun) describe(cfg *childConfig) {
+	cfg.Up, cfg.Local, cfg.Remote = false, r.dst, r.srv.remote("src")
 }
 
 // tsResume is the in-process server as a resumeServer: each run's Client stripes over
@@ -299,8 +364,11 @@ func (e *tsResume) client(t *testing.T, opts ...Option) *Client {
 	return c
 }
 
-func (e *tsResume) kill()               { e.srv.KillSessions() }
-func (e *tsResume) settle(t *testing.T) { e.srv.KillSessions() }
+func (e *tsResume) kill()                     { e.srv.KillSessions() }
+func (e *tsResume) settle(t *testing.T)       { e.srv.KillSessions() }
+func (e *tsResume) remote(name string) string { return name }
+
+func (e *tsResume) child(*testing.T, *childConfig) ([]*os.File, bool) { return nil, false }
 
 func (e *tsResume) read(name string) ([]byte, error) {
 	b, err := e.srv.ReadFile(name)
@@ -314,15 +382,25 @@ func (e *tsResume) write(t *testing.T, name string, data []byte) {
 	require.NoError(t, e.srv.WriteFile(name, data, 0o644))
 }
 
+// The in-process server: where a process is killed, a Put's connections die (the
+// server drops what it held), and a Get's part stays as it was at that moment.
 func TestModelResumeAfterStops(t *testing.T) {
-	var stops atomic.Int64
-	hows := []stopHow{stopCtx, stopClose, stopKill, stopFreeze}
+	var tally resumeTally
+	hows := []stopHow{stopCtx, stopClose, stopKill, stopProcess}
 	for _, seed := range modelSeeds(t, fixedSeeds(100)) {
 		plan := newResumePlan(seed, hows)
+		for i, st := range plan.stops {
+			if st.how == stopProcess {
+				plan.stops[i].how = stopFreeze
+				if plan.up {
+					plan.stops[i].how = stopKill
+				}
+			}
+		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			tsNoLeaks(t)
-			resumeModel(t, newTSResume(t, plan.serverOpts()), plan, &stops)
+			resumeModel(t, newTSResume(t, plan.serverOpts()), plan, &tally)
 		})
 	}
-	t.Logf("%d stops, each followed by a resume", stops.Load())
+	t.Log(tally.String())
 }

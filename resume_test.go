@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -130,4 +131,63 @@ func TestResumePutOnRclone(t *testing.T) {
 	require.NoError(t, c.Put(testCtx(t), src, "/dst", Resume(), ev.opt()))
 	require.Zero(t, ev.list[0].Bytes, "resumed from a part the open truncated")
 	require.Equal(t, data, gpRead(t, filepath.Join(dir, "dst")))
+}
+
+// A striped upload stopped while its stripe round's nonce is in the file and the chunk
+// it was written over is not (the server refuses that chunk and says nothing, then
+// every connection dies): the nonce lies where Resume sends again (reopen.go), and the
+// resumed upload is the source.
+func TestResumeAfterAStopAtTheNonce(t *testing.T) {
+	const size, chunk, span = 2<<20 + 100, 16 << 10, 256 << 10
+	data := gpData(size, 35)
+	var mu sync.Mutex
+	nonceAt, nonceHandle := int64(-1), ""
+	heldChunk := func(r testserver.Request) bool {
+		return r.Type == testserver.TypeWrite && int64(r.Offset) == nonceAt && r.Handle == nonceHandle && r.Len > nonceLen
+	}
+	plan := resumePlan{seed: 35, lanes: 4, chunk: chunk, inflight: 64, span: span}
+	opts := plan.serverOpts()
+	opts.Fail = func(r testserver.Request) uint32 {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Type == testserver.TypeWrite && r.Len == nonceLen && nonceAt < 0:
+			nonceAt, nonceHandle = int64(r.Offset), r.Handle
+		case heldChunk(r):
+			return testserver.StatusFailure // not carried out
+		}
+		return 0
+	}
+	opts.Stall = func(r testserver.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return heldChunk(r) // and not answered
+	}
+	env := newTSResume(t, opts)
+	src := filepath.Join(t.TempDir(), "src")
+	gpWrite(t, src, data)
+
+	c := env.client(t, plan.clientOpts()...)
+	done := tsGo(func() error { return c.Put(testCtx(t), src, "dst") })
+	tsWaitStalled(t, env.srv, 1)
+	env.kill()
+	require.Error(t, tsRecv(t, done, "the Put"))
+	c.Close()
+	env.settle(t)
+
+	part, err := env.read(".dst" + partSuffix)
+	require.NoError(t, err)
+	require.Greater(t, int64(len(part)), nonceAt+nonceLen, "the part does not reach the nonce: the test proves nothing")
+	require.NotEqual(t, data[nonceAt:nonceAt+nonceLen], part[nonceAt:nonceAt+nonceLen], "no nonce in the part: the test proves nothing")
+	from := max(0, int64(len(part))-span)
+	require.LessOrEqual(t, from, nonceAt, "the nonce is below the resume point")
+	requireSameBytes(t, data[:from], part[:from])
+
+	c = env.client(t, plan.clientOpts()...)
+	var ev events
+	require.NoError(t, c.Put(testCtx(t), src, "dst", Resume(), ev.opt()))
+	require.Equal(t, from, ev.list[0].Bytes)
+	got, err := env.read("dst")
+	require.NoError(t, err)
+	requireSameBytes(t, data, got)
 }
