@@ -127,7 +127,7 @@ func TestFailedStripedPutLeavesAPrefix(t *testing.T) {
 			require.Error(t, err)
 			require.NotErrorIs(t, err, context.Canceled)
 			part, rerr := env.read(".dst" + partSuffix)
-			require.NoError(t, rerr)
+			require.NoError(t, rerr, "after %v", err)
 			require.LessOrEqual(t, len(part), int(refuseAt), "the part goes past the refused WRITE")
 			requireSameBytes(t, data[:len(part)], part)
 			cut += len(part)
