@@ -2,7 +2,9 @@ package sftp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,6 +129,11 @@ func TestFailedStripedPutLeavesAPrefix(t *testing.T) {
 			require.Error(t, err)
 			require.NotErrorIs(t, err, context.Canceled)
 			part, rerr := env.read(".dst" + partSuffix)
+			if errors.Is(rerr, fs.ErrNotExist) {
+				// Nothing was acknowledged: the first chunk was the one a stripe round
+				// held behind its nonce, and after a refused WRITE nothing more goes.
+				return
+			}
 			require.NoError(t, rerr, "after %v", err)
 			require.LessOrEqual(t, len(part), int(refuseAt), "the part goes past the refused WRITE")
 			requireSameBytes(t, data[:len(part)], part)
