@@ -3,12 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,15 +26,15 @@ import (
 // or interrupted (SIGINT: the command stops as a user's Ctrl-C stops it) in the middle
 // of a striped transfer: the next run with -a resumes from the point the library
 // proves, 64 MiB (its W) before the part's end, and the copy is the source. The
-// command runs as a child process (sluiceChild) so that the signals are real: the
-// test binary itself, run again for TestSluiceChild, which runs main's body.
+// command runs as a child process (runSluiceChild) so that the signals are real:
+// the test binary itself, run again for TestSluiceChild, which runs main's body.
 
 // childArgsEnv carries the arguments of a TestSluiceChild run, in JSON.
 const childArgsEnv = "SLUICE_CLI_CHILD"
 
-// TestSluiceChild runs the command as main does (signals included), reporting the
-// bytes moved on file descriptor 3, a line "progress N" per MiB. Run any other way it
-// skips.
+// TestSluiceChild runs the command as main does (signalContext included), reporting
+// the bytes moved on file descriptor 3, a line "progress N" per MiB. Run any other way
+// it skips.
 func TestSluiceChild(t *testing.T) {
 	env := os.Getenv(childArgsEnv)
 	if env == "" {
@@ -45,14 +43,7 @@ func TestSluiceChild(t *testing.T) {
 	var args []string
 	require.NoError(t, json.Unmarshal([]byte(env), &args))
 	report := os.NewFile(3, "progress")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		if s, ok := <-sigs; ok {
-			cancel(signalError{s.(syscall.Signal)})
-		}
-	}()
+	ctx, _ := signalContext()
 	a := newApp(os.Stdout, os.Stderr)
 	var next int64
 	a.testProgress = func(p sftp.Progress) {
