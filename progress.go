@@ -21,8 +21,8 @@ type Progress struct {
 	Dest string // where it goes, under its final name
 
 	// Bytes of this file done so far: for Get received and written to the local
-	// file, for Put acknowledged by the server. A resumed file starts at the part
-	// file's size.
+	// file, for Put acknowledged by the server. A resumed file starts where Resume
+	// continues it (W before the part file's end, see Resume).
 	Bytes int64
 	Size  int64 // the file's size, or -1 when the server did not say
 	Done  bool  // the file is complete and in place under its final name

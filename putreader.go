@@ -40,9 +40,10 @@ func errStreamOption(name string) error {
 // On failure a part file is removed, unless it holds data that Resume can continue.
 // Resume needs a source that can be read at any offset: r an io.ReaderAt and io.Seeker
 // of known size (an *os.File on a regular file, *bytes.Reader, *io.SectionReader). Then
-// the bytes from r's current position are the file, a part file an earlier call left
-// is checked against them as Put checks it (its attributes through the handle, its last
-// bytes against r's at the same offsets), and the upload continues from its end. A
+// the bytes from r's current position are the file, and a part file an earlier call
+// left is checked against them and continued as Put continues one (see Resume: from
+// W, 64 MiB, before its end, after checking its attributes through the handle and its
+// bytes just before that point against r's at the same offsets). A
 // plain stream can be neither checked against a part file nor read from the middle:
 // Resume with one is an error, and its failed uploads leave no part file.
 //
@@ -144,7 +145,8 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 		}
 	}
 	stop()
-	return off + n, t.finishPut(ctx, f, part, dst, err, t.keepable(off+n), f.Close)
+	acked := t.keepable(off + n)
+	return off + n, t.finishPut(ctx, f, part, dst, err, acked, closeCutting(f, acked))
 }
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),

@@ -41,6 +41,13 @@ import (
 // closes the File) must find the call already able to return nil, with nothing left
 // to wait for.
 //
+// Span rule (WriteTo into an io.WriterAt, whose pieces land at their offsets in any
+// order): no READ is sent whose end is more than W (maxSpan) past what the writers
+// have reported written in one run from the start (wrote.prefix), not merely what has
+// arrived. So whatever stops the download, the process killed included, nothing is
+// written W or more past a prefix that is whole: Resume relies on it (resume.go). The
+// other readers hand data over in order and need no bound.
+//
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
 // in flight and the window is full of data waiting behind a short DATA's missing
@@ -84,6 +91,7 @@ type readStream struct {
 	laneCap int
 
 	// With writer goroutines (WriteTo to an io.WriterAt).
+	span    int64             // W (maxSpan): no READ reaches span past wrote.prefix
 	out     chan segment      // to the writers
 	written chan writtenPiece // from the writers
 	held    int               // segments handed to writers and not yet reported
@@ -127,7 +135,7 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 			s.statID = id
 		}
 	}
-	if limit-off >= stripeMin {
+	if limit-off >= f.c.minStripe() {
 		s.stripe()
 	}
 	return s
@@ -207,11 +215,14 @@ func (s *readStream) fillNew() {
 		if s.capped && s.pick().out >= s.laneCap {
 			return // every lane has what keeps its window full; more would only queue
 		}
+		if s.direct && s.issue+int64(n) > s.wrote.prefix+s.span {
+			return // the span bound: see maxSpan
+		}
 		if !s.send(chunk{off: s.issue, n: n}) {
 			return
 		}
 		s.issue += int64(n)
-		if s.issue-s.next >= stripeMin && s.hint < 0 {
+		if s.issue-s.next >= s.f.c.minStripe() && s.hint < 0 {
 			s.stripe() // no size known, but it is turning out large
 		}
 	}
@@ -343,7 +354,7 @@ func (s *readStream) onStat(r response) {
 		}
 		return
 	}
-	if s.hint-s.next >= stripeMin {
+	if s.hint-s.next >= s.f.c.minStripe() {
 		s.stripe()
 	}
 }
@@ -531,6 +542,7 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	s.written = make(chan writtenPiece, s.max+1)
 	s.wrote = newPrefixTracker(start, s.max)
 	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
+	s.span = s.f.c.span()
 	for range writeAtWorkers {
 		g.Go(func() error {
 			for {
