@@ -57,9 +57,9 @@ type session struct {
 	release    chan struct{} // nudges the writer to pick up released stalls
 
 	// Reader-goroutine state.
-	hdr     [4]byte
-	inbuf   []byte
-	req     request
+	hdr        [4]byte
+	inbuf      []byte
+	req        request
 	handles    map[string]*handle
 	lastHandle *handle // the handle appendHandle registered last
 	seq        int
