@@ -1,0 +1,77 @@
+//go:build linux
+
+package sftp
+
+import (
+	"io"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sftp/internal/testserver"
+)
+
+// The personalities of internal/testserver (exported by sftptest) in the cross-server
+// suite: each serves the scenario's directory through Options.Root and behaves as the
+// service it imitates, from that service's documentation (docs/servers.md). They run
+// in process, so they add little to the suite's time.
+
+const (
+	xsAWS      = "aws-s3"
+	xsAzure    = "azure-blob"
+	xsSFTPGo   = "sftpgo-cloud"
+	xsMinIO    = "minio"
+	xsFilesCom = "files-com"
+	xsHetzner  = "hetzner"
+	xsDrop     = "drop-folder"
+	xsWindows  = "windows-openssh"
+	xsSterling = "ibm-sterling"
+)
+
+// xsPersonalities are the personalities' server names, OpenSSH's left out (the real
+// one is in the suite).
+var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xsHetzner, xsDrop, xsWindows, xsSterling}
+
+// xsPersonalitiesIn are the personalities whose outcomes every scenario states, so
+// far: the others are added as their outcomes are written.
+var xsPersonalitiesIn = map[string]bool{}
+
+func init() {
+	for _, p := range testserver.Personalities() {
+		if !xsPersonalitiesIn[p.Name] {
+			continue
+		}
+		xsServers = append(xsServers, xsServer{p.Name, xsEach(xsPersonalityStarter(p.Options))})
+		xsGroup[p.Name] = xsOnDisk
+	}
+	for _, s := range []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xsHetzner, xsSterling} {
+		xsChunk[s] = 32768 // no limits@openssh.com advertised
+	}
+	xsChunk[xsDrop], xsChunk[xsWindows] = 261120, 261120
+}
+
+// xsPersonalityStarter serves dir with the personality's Options.
+func xsPersonalityStarter(options func() testserver.Options) func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
+	return func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
+		root, err := os.OpenRoot(dir)
+		require.NoError(t, err)
+		o := options()
+		o.Root = root
+		srv := testserver.New(o)
+		t.Cleanup(func() {
+			srv.Close()
+			root.Close()
+		})
+		var r io.ReadCloser
+		var w io.WriteCloser
+		r, w = srv.Conn()
+		if tap != nil {
+			r, w = tap.wrap(r, w)
+		}
+		c, err := NewClientPipe(testCtx(t), r, w, opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
