@@ -55,6 +55,21 @@ func xsLinkScenarios() []xsScenario {
 		require.False(e, errors.As(err, &se), "no request was sent: %v", err)
 	}
 	// rejectedPlain: plain RENAME onto an existing name fails with code, nothing moved.
+	noSymlink := func(e *xsEnv, err error) {
+		unsupported(e, err)
+		requireLinkErr(e, err, "symlink", "f", "l")
+		_, lerr := os.Lstat(e.local("l"))
+		require.ErrorIs(e, lerr, fs.ErrNotExist)
+	}
+	noReadlink := func(e *xsEnv, r xsRes[string]) {
+		unsupported(e, r.err)
+		requirePathErr(e, r.err, "readlink", "l")
+	}
+	noLinkExt := func(e *xsEnv, l linked) {
+		noExtension(e, l.err)
+		noExtension(e, l.errMissing)
+		require.NoFileExists(e, e.local("h"))
+	}
 	rejectedPlain := func(code StatusCode) xsOutcome[renamed] {
 		return func(e *xsEnv, r renamed) {
 			require.Equal(e, []sshfx.PacketType{sshfx.TypeRename}, r.sent)
@@ -71,7 +86,9 @@ func xsLinkScenarios() []xsScenario {
 		xsCase("rename/onto-existing", twoFiles, rename, xsExpect[renamed]{
 			xsOnDisk: replaced(sshfx.TypeExtended), xsOnVFS: replaced(sshfx.TypeExtended),
 			xsParamiko: replaced(sshfx.TypeRename),
-		}),
+			// Without posix-rename, Rename sends a plain RENAME.
+			xsHetzner: rejectedPlain(11),
+		}.with(rejectedPlain(StatusFailure), xsSterling, xsFilesCom)),
 
 		// Plain RENAME, as to a server without posix-rename: the servers part ways.
 		xsCase("rename/plain-onto-existing", twoFiles, func(e *xsEnv) renamed {
@@ -81,6 +98,7 @@ func xsLinkScenarios() []xsScenario {
 			xsOnDisk: rejectedPlain(StatusFailure),
 			// FILE_ALREADY_EXISTS, a code of version 5, in a version 3 session.
 			xsProFTPD:  rejectedPlain(11),
+			xsHetzner:  rejectedPlain(11),
 			xsOnVFS:    replaced(sshfx.TypeRename),
 			xsParamiko: replaced(sshfx.TypeRename),
 		}),
@@ -94,13 +112,8 @@ func xsLinkScenarios() []xsScenario {
 				require.NoError(e, err)
 				require.Equal(e, "f", target)
 			},
-			xsOnVFS: func(e *xsEnv, err error) {
-				unsupported(e, err)
-				requireLinkErr(e, err, "symlink", "f", "l")
-				_, lerr := os.Lstat(e.local("l"))
-				require.ErrorIs(e, lerr, fs.ErrNotExist)
-			},
-		}),
+			xsOnVFS: noSymlink,
+		}.with(noSymlink, xsFilesCom)),
 
 		xsCase("readlink", func(t *testing.T, dir string) {
 			require.NoError(t, os.Symlink("somewhere", filepath.Join(dir, "l")))
@@ -109,10 +122,8 @@ func xsLinkScenarios() []xsScenario {
 				require.NoError(e, r.err)
 				require.Equal(e, "somewhere", r.v)
 			},
-			xsOnVFS: func(e *xsEnv, r xsRes[string]) {
-				unsupported(e, r.err)
-				requirePathErr(e, r.err, "readlink", "l")
-			},
+			xsOnVFS:    noReadlink,
+			xsFilesCom: noReadlink,
 			// Chrooted, it makes a relative target absolute, from its "/".
 			xsProFTPD: func(e *xsEnv, r xsRes[string]) {
 				require.NoError(e, r.err)
@@ -147,12 +158,8 @@ func xsLinkScenarios() []xsScenario {
 				_, err := e.c.Stat(e.ctx, "h")
 				require.ErrorIs(e, err, fs.ErrNotExist)
 			},
-			xsParamiko: func(e *xsEnv, l linked) {
-				noExtension(e, l.err)
-				noExtension(e, l.errMissing)
-				require.NoFileExists(e, e.local("h"))
-			},
-		}),
+			xsParamiko: noLinkExt,
+		}.with(noLinkExt, xsHetzner, xsSterling, xsFilesCom)),
 
 		xsCase("statvfs", nil, func(e *xsEnv) xsRes[*StatVFS] {
 			return xsR(e.c.StatVFS(e.ctx, "."))
@@ -170,7 +177,10 @@ func xsLinkScenarios() []xsScenario {
 				requirePathErr(e, r.err, "statvfs", ".")
 			},
 			xsParamiko: func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) },
-		}),
+			// Served from a directory, a personality reports the in-memory tree's
+			// made-up figures.
+			xsWindows: xsMadeUpStatVFS,
+		}.with(func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) }, xsHetzner, xsSterling, xsFilesCom)),
 	}
 }
 
@@ -369,6 +379,11 @@ func xsTreeScenarios() []xsScenario {
 		c.back = list(e, back, c.get)
 		return c
 	}
+	noSymlinkPut := func(e *xsEnv, c copied) {
+		require.ErrorIs(e, c.put, errors.ErrUnsupported)
+		_, err := os.Lstat(e.local("up/link"))
+		require.ErrorIs(e, err, fs.ErrNotExist)
+	}
 	withoutLink := func(m map[string]string) map[string]string {
 		m = maps.Clone(m)
 		delete(m, "link")
@@ -407,6 +422,11 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, "link /tree/sub/c.txt", c.back["link"])
 				require.Equal(e, withoutLink(c.src), withoutLink(c.back))
 			},
+			// READLINK is refused (see "readlink"), and so the link fails.
+			xsFilesCom: func(e *xsEnv, c copied) {
+				require.ErrorIs(e, c.get, errors.ErrUnsupported)
+				require.ErrorContains(e, c.get, "readlink tree/link")
+			},
 			// READLINK fails (see "readlink"), and so does the tree copy.
 			xsAsyncSSH: func(e *xsEnv, c copied) {
 				require.ErrorIs(e, c.get, fs.ErrNotExist)
@@ -419,11 +439,7 @@ func xsTreeScenarios() []xsScenario {
 				require.NoError(e, c.put)
 				require.Equal(e, c.src, c.up)
 			},
-			xsOnVFS: func(e *xsEnv, c copied) {
-				require.ErrorIs(e, c.put, errors.ErrUnsupported)
-				_, err := os.Lstat(e.local("up/link"))
-				require.ErrorIs(e, err, fs.ErrNotExist)
-			},
-		}),
+			xsOnVFS: noSymlinkPut,
+		}.with(noSymlinkPut, xsFilesCom)),
 	}
 }

@@ -245,6 +245,12 @@ func xsPathScenarios() []xsScenario {
 			err := e.c.Chmod(e.ctx, "f", 0o600)
 			return setattr{err, xsR(e.c.Stat(e.ctx, "f"))}
 		}, xsExpect[setattr]{
+			// "dummy values": answered OK, nothing changed.
+			xsFilesCom: func(e *xsEnv, s setattr) {
+				require.NoError(e, s.err)
+				require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
+				require.Equal(e, fs.FileMode(0o644), s.stat.v.Mode())
+			},
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				require.Equal(e, fs.FileMode(0o600), xsLocalMode(e, "f"))
@@ -261,6 +267,10 @@ func xsPathScenarios() []xsScenario {
 			err := e.c.Chtimes(e.ctx, "f", xsATime, xsMTime)
 			return setattr{err, xsR(e.c.Stat(e.ctx, "f"))}
 		}, xsExpect[setattr]{
+			xsFilesCom: func(e *xsEnv, s setattr) {
+				require.NoError(e, s.err)
+				require.False(e, xsMTime.Equal(s.stat.v.ModTime()), "answered OK, unchanged")
+			},
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				st := localStat(e, e.local("f"))
@@ -319,6 +329,7 @@ func xsPathScenarios() []xsScenario {
 			xsOnVFS:    xsLexical("/"),
 			xsAsyncSSH: xsLexical("/"),
 			xsParamiko: xsLexical("/"),
+			xsWindows:  xsWindowsRealPath,
 			// The real path of the directory, then lexically.
 			xsGreenEnd: func(e *xsEnv, got map[string]xsRes[string]) { xsLexical(e.dir+"/")(e, got) },
 			// Chrooted, so "/"; only names that exist resolve.
@@ -329,7 +340,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, got[n].err, fs.ErrNotExist, n)
 				}
 			},
-		}),
+		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom)),
 
 		xsCase("extensions", nil, func(e *xsEnv) map[string]string { return e.c.Extensions() }, xsExpect[map[string]string]{
 			xsOnDisk: func(e *xsEnv, exts map[string]string) {
@@ -361,7 +372,7 @@ func xsPathScenarios() []xsScenario {
 			},
 			// What paramiko's server advertises itself; the backend can add none.
 			xsParamiko: xsExtensions(map[string]string{"check-file": "md5,sha1"}),
-		}),
+		}.with(xsExtensions(map[string]string{}), xsHetzner, xsSterling, xsFilesCom)),
 
 		xsCase("missing", nil, func(e *xsEnv) map[string]error {
 			ctx, c := e.ctx, e.c

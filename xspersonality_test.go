@@ -35,7 +35,7 @@ var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xs
 
 // xsPersonalitiesIn are the personalities whose outcomes every scenario states, so
 // far: the others are added as their outcomes are written.
-var xsPersonalitiesIn = map[string]bool{}
+var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true}
 
 func init() {
 	for _, p := range testserver.Personalities() {
@@ -73,5 +73,35 @@ func xsPersonalityStarter(options func() testserver.Options) func(t *testing.T, 
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c
+	}
+}
+
+// xsMadeUpStatVFS: the figures internal/testserver makes up for statvfs.
+func xsMadeUpStatVFS(e *xsEnv, r xsRes[*StatVFS]) {
+	require.NoError(e, r.err)
+	require.EqualValues(e, 1<<24, r.v.Blocks)
+	require.EqualValues(e, 255, r.v.NameMax)
+}
+
+// xsReadCap is a personality's READ cap below what limits@openssh.com says.
+var xsReadCap = map[string]int{xsWindows: 102400}
+
+// xsDownloadedCapped: the server answered short at readCap though its limits said
+// more; the client learned the cap once the file went on past a short DATA.
+func xsDownloadedCapped(e *xsEnv, m xsMoved, readCap int) {
+	total := 0
+	for _, n := range m.sizes {
+		require.LessOrEqual(e, n, readCap)
+		total += n
+	}
+	require.EqualValues(e, len(m.data), total)
+	require.EqualValues(e, readCap, e.c.readCap.Load())
+}
+
+// xsWindowsRealPath: lexical, under the drive ("/C:/").
+func xsWindowsRealPath(e *xsEnv, got map[string]xsRes[string]) {
+	for n, want := range map[string]string{".": "/C:/", "f": "/C:/f", "missing": "/C:/missing", "missing/x": "/C:/missing/x", "a/../b": "/C:/b"} {
+		require.NoError(e, got[n].err, n)
+		require.Equal(e, want, got[n].v, n)
 	}
 }

@@ -85,12 +85,13 @@ func (d *dirFS) stat(p string, follow bool) (attrs, error) {
 
 func (d *dirFS) setstat(p string, a attrs, follow bool) error {
 	name := rel(p)
-	if !follow {
-		if fi, err := d.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return eINVAL // no lchmod or ltruncate: as lsetstat without link support
-		}
+	fi, err := d.root.Lstat(name)
+	switch {
+	case err != nil:
+		return errnoOf(err)
+	case !follow && fi.Mode()&fs.ModeSymlink != 0:
+		return eINVAL // no lchmod or ltruncate: as lsetstat without link support
 	}
-	var err error
 	if a.flags&AttrSize != 0 {
 		err = d.truncate(name, a.size)
 	}
