@@ -88,7 +88,8 @@ func xsLinkScenarios() []xsScenario {
 			xsParamiko: replaced(sshfx.TypeRename),
 			// Without posix-rename, Rename sends a plain RENAME.
 			xsHetzner: rejectedPlain(11),
-		}.with(rejectedPlain(StatusFailure), xsSterling, xsFilesCom)),
+		}.with(rejectedPlain(StatusFailure), xsSterling, xsFilesCom, xsAzure).
+			with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
 
 		// Plain RENAME, as to a server without posix-rename: the servers part ways.
 		xsCase("rename/plain-onto-existing", twoFiles, func(e *xsEnv) renamed {
@@ -99,9 +100,10 @@ func xsLinkScenarios() []xsScenario {
 			// FILE_ALREADY_EXISTS, a code of version 5, in a version 3 session.
 			xsProFTPD:  rejectedPlain(11),
 			xsHetzner:  rejectedPlain(11),
+			xsAzure:    rejectedPlain(StatusFailure),
 			xsOnVFS:    replaced(sshfx.TypeRename),
 			xsParamiko: replaced(sshfx.TypeRename),
-		}),
+		}.with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
 
 		xsCase("symlink", xsFiles(map[string]string{"f": "f"}), func(e *xsEnv) error {
 			return e.c.Symlink(e.ctx, "f", "l")
@@ -113,7 +115,7 @@ func xsLinkScenarios() []xsScenario {
 				require.Equal(e, "f", target)
 			},
 			xsOnVFS: noSymlink,
-		}.with(noSymlink, xsFilesCom)),
+		}.with(noSymlink, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 
 		xsCase("readlink", func(t *testing.T, dir string) {
 			require.NoError(t, os.Symlink("somewhere", filepath.Join(dir, "l")))
@@ -123,7 +125,7 @@ func xsLinkScenarios() []xsScenario {
 				require.Equal(e, "somewhere", r.v)
 			},
 			xsOnVFS:    noReadlink,
-			xsFilesCom: noReadlink,
+			xsFilesCom: noReadlink, xsAWS: noReadlink, xsAzure: noReadlink, xsSFTPGo: noReadlink,
 			// Chrooted, it makes a relative target absolute, from its "/".
 			xsProFTPD: func(e *xsEnv, r xsRes[string]) {
 				require.NoError(e, r.err)
@@ -159,7 +161,7 @@ func xsLinkScenarios() []xsScenario {
 				require.ErrorIs(e, err, fs.ErrNotExist)
 			},
 			xsParamiko: noLinkExt,
-		}.with(noLinkExt, xsHetzner, xsSterling, xsFilesCom)),
+		}.with(noLinkExt, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 
 		xsCase("statvfs", nil, func(e *xsEnv) xsRes[*StatVFS] {
 			return xsR(e.c.StatVFS(e.ctx, "."))
@@ -179,8 +181,8 @@ func xsLinkScenarios() []xsScenario {
 			xsParamiko: func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) },
 			// Served from a directory, a personality reports the in-memory tree's
 			// made-up figures.
-			xsWindows: xsMadeUpStatVFS,
-		}.with(func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) }, xsHetzner, xsSterling, xsFilesCom)),
+			xsWindows: xsMadeUpStatVFS, xsSFTPGo: xsMadeUpStatVFS,
+		}.with(func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) }, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure)),
 	}
 }
 
@@ -212,6 +214,12 @@ func xsOpenScenarios() []xsScenario {
 			require.Equal(e, want, string(w.content))
 		}
 	}
+	refusedOpen := func(want string) xsOutcome[written] {
+		return func(e *xsEnv, w written) {
+			require.ErrorIs(e, w.open, errors.ErrUnsupported)
+			require.Equal(e, want, string(w.content))
+		}
+	}
 	digits := xsFiles(map[string]string{"f": "0123456789"})
 	data := xsData(100)
 	type outOfOrder struct {
@@ -223,12 +231,15 @@ func xsOpenScenarios() []xsScenario {
 		xsCase("open/overwrite-in-place", digits, rewrite(os.O_WRONLY, func(f *File) error {
 			_, err := f.WriteAt([]byte("XY"), 0)
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY")}),
+		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY"),
+			// No resume: an existing file opened for writing without TRUNC.
+			xsSFTPGo: refusedOpen("0123456789")}),
 
 		xsCase("open/append", digits, rewrite(os.O_WRONLY|os.O_APPEND, func(f *File) error {
 			_, err := f.Write([]byte("++"))
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++")}),
+		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++")}.
+			with(refusedOpen("0123456789"), xsAzure, xsSFTPGo)),
 
 		xsCase("open/exclusive-existing", digits, rewrite(os.O_WRONLY|os.O_CREATE|os.O_EXCL, func(*File) error {
 			return nil
@@ -238,6 +249,8 @@ func xsOpenScenarios() []xsScenario {
 				require.Equal(e, "0123456789", string(w.content))
 			},
 			xsOnVFS: holds(""), // O_EXCL is not honoured
+			// Refused as a resume before the name is looked at.
+			xsSFTPGo: refusedOpen("0123456789"),
 		}),
 
 		// The second half first: rclone waits (--vfs-write-wait, 1 s) for the bytes
@@ -291,7 +304,9 @@ func xsOpenScenarios() []xsScenario {
 		xsCase("open/read-write", nil, func(e *xsEnv) readWrite {
 			var rw readWrite
 			f, err := e.c.OpenFile(e.ctx, "rw", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-			require.NoError(e, err)
+			if rw.open = err; err != nil {
+				return rw
+			}
 			within(e, func() {
 				_, rw.write = f.Write([]byte("hello world"))
 				p := make([]byte, 5)
@@ -306,6 +321,15 @@ func xsOpenScenarios() []xsScenario {
 			require.NoError(e, err, "the local file, after write %v, read %v, stat %v, close %v", rw.write, rw.read, rw.stat, rw.close)
 			return rw
 		}, xsExpect[readWrite]{
+			// The OPEN is refused.
+			xsAWS: openRefused, xsAzure: openRefused,
+			// The OPEN succeeds, its READs are refused.
+			xsSFTPGo: func(e *xsEnv, rw readWrite) {
+				require.NoError(e, rw.write)
+				require.ErrorIs(e, rw.read, errors.ErrUnsupported)
+				require.NoError(e, errors.Join(rw.stat, rw.close))
+				require.Equal(e, "hello world", rw.content)
+			},
 			xsOnDisk: func(e *xsEnv, rw readWrite) {
 				require.NoError(e, errors.Join(rw.write, rw.read, rw.stat, rw.close))
 				require.Equal(e, "world", rw.got)
@@ -335,8 +359,8 @@ func xsOpenScenarios() []xsScenario {
 
 // readWrite is what a write and a read back on one handle did.
 type readWrite struct {
-	write, read, stat, close error
-	got, content             string
+	open, write, read, stat, close error
+	got, content                   string
 }
 
 // Trees.
@@ -378,6 +402,10 @@ func xsTreeScenarios() []xsScenario {
 		c.get = e.c.Get(e.ctx, from, back, Recursive())
 		c.back = list(e, back, c.get)
 		return c
+	}
+	noReadlinkGet := func(e *xsEnv, c copied) {
+		require.ErrorIs(e, c.get, errors.ErrUnsupported)
+		require.ErrorContains(e, c.get, "readlink tree/link")
 	}
 	noSymlinkPut := func(e *xsEnv, c copied) {
 		require.ErrorIs(e, c.put, errors.ErrUnsupported)
@@ -423,10 +451,7 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, withoutLink(c.src), withoutLink(c.back))
 			},
 			// READLINK is refused (see "readlink"), and so the link fails.
-			xsFilesCom: func(e *xsEnv, c copied) {
-				require.ErrorIs(e, c.get, errors.ErrUnsupported)
-				require.ErrorContains(e, c.get, "readlink tree/link")
-			},
+			xsFilesCom: noReadlinkGet, xsAWS: noReadlinkGet, xsAzure: noReadlinkGet, xsSFTPGo: noReadlinkGet,
 			// READLINK fails (see "readlink"), and so does the tree copy.
 			xsAsyncSSH: func(e *xsEnv, c copied) {
 				require.ErrorIs(e, c.get, fs.ErrNotExist)
@@ -440,6 +465,6 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, c.src, c.up)
 			},
 			xsOnVFS: noSymlinkPut,
-		}.with(noSymlinkPut, xsFilesCom)),
+		}.with(noSymlinkPut, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 	}
 }

@@ -3,6 +3,7 @@
 package sftp
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -108,6 +109,14 @@ func xsPathScenarios() []xsScenario {
 	type setattr struct {
 		err  error
 		stat xsRes[fs.FileInfo]
+	}
+	xsChmodRefused := func(e *xsEnv, s setattr) {
+		require.ErrorIs(e, s.err, errors.ErrUnsupported)
+		require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
+	}
+	xsChtimesRefused := func(e *xsEnv, s setattr) {
+		require.ErrorIs(e, s.err, errors.ErrUnsupported)
+		require.False(e, xsMTime.Equal(s.stat.v.ModTime()))
 	}
 
 	return []xsScenario{
@@ -251,6 +260,7 @@ func xsPathScenarios() []xsScenario {
 				require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
 				require.Equal(e, fs.FileMode(0o644), s.stat.v.Mode())
 			},
+			xsAWS: xsChmodRefused, xsAzure: xsChmodRefused, xsSFTPGo: xsChmodRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				require.Equal(e, fs.FileMode(0o600), xsLocalMode(e, "f"))
@@ -271,6 +281,7 @@ func xsPathScenarios() []xsScenario {
 				require.NoError(e, s.err)
 				require.False(e, xsMTime.Equal(s.stat.v.ModTime()), "answered OK, unchanged")
 			},
+			xsAWS: xsChtimesRefused, xsAzure: xsChtimesRefused, xsSFTPGo: xsChtimesRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				st := localStat(e, e.local("f"))
@@ -300,6 +311,7 @@ func xsPathScenarios() []xsScenario {
 				require.NoError(e, err, "accepted...")
 				require.Equal(e, []byte("0123456789"), readLocal(e, e.local("f")), "...and ignored")
 			},
+			xsAWS: xsTruncateRefused, xsSFTPGo: xsTruncateRefused,
 			// paramiko's SFTPServer.set_file_attr, the helper its backends use,
 			// opens the file with "w+" to truncate it: everything is lost, the
 			// file is the size asked for, all zeros.
@@ -340,7 +352,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, got[n].err, fs.ErrNotExist, n)
 				}
 			},
-		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom)),
+		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 
 		xsCase("extensions", nil, func(e *xsEnv) map[string]string { return e.c.Extensions() }, xsExpect[map[string]string]{
 			xsOnDisk: func(e *xsEnv, exts map[string]string) {
@@ -372,7 +384,8 @@ func xsPathScenarios() []xsScenario {
 			},
 			// What paramiko's server advertises itself; the backend can add none.
 			xsParamiko: xsExtensions(map[string]string{"check-file": "md5,sha1"}),
-		}.with(xsExtensions(map[string]string{}), xsHetzner, xsSterling, xsFilesCom)),
+		}.with(xsExtensions(map[string]string{}), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure).
+			with(xsExtensions(map[string]string{extStatVFS: "2"}), xsSFTPGo)),
 
 		xsCase("missing", nil, func(e *xsEnv) map[string]error {
 			ctx, c := e.ctx, e.c
@@ -388,7 +401,11 @@ func xsPathScenarios() []xsScenario {
 				"truncate": c.Truncate(ctx, "missing", 0), "removeall": c.RemoveAll(ctx, "missing"),
 			}
 		}, xsExpect[map[string]error]{
-			xsOnDisk:   func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file") },
+			xsOnDisk: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file") },
+			// SETSTAT is refused before the name is looked at.
+			xsAWS:      xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsSFTPGo:   xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsAzure:    xsMissingRefusing("chmod", "chtimes"),
 			xsGreenEnd: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			xsAsyncSSH: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			// set_file_attr opens the file with "w+" to truncate it, so TRUNCATE

@@ -3,6 +3,7 @@
 package sftp
 
 import (
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -35,7 +36,7 @@ var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xs
 
 // xsPersonalitiesIn are the personalities whose outcomes every scenario states, so
 // far: the others are added as their outcomes are written.
-var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true}
+var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true, xsAWS: true, xsAzure: true, xsSFTPGo: true}
 
 func init() {
 	for _, p := range testserver.Personalities() {
@@ -103,5 +104,27 @@ func xsWindowsRealPath(e *xsEnv, got map[string]xsRes[string]) {
 	for n, want := range map[string]string{".": "/C:/", "f": "/C:/f", "missing": "/C:/missing", "missing/x": "/C:/missing/x", "a/../b": "/C:/b"} {
 		require.NoError(e, got[n].err, n)
 		require.Equal(e, want, got[n].v, n)
+	}
+}
+
+// openRefused: OPEN with READ and WRITE is refused (OP_UNSUPPORTED).
+func openRefused(e *xsEnv, rw readWrite) {
+	require.ErrorIs(e, rw.open, errors.ErrUnsupported)
+	require.NoFileExists(e, e.local("rw"))
+}
+
+func xsTruncateRefused(e *xsEnv, err error) {
+	require.ErrorIs(e, err, errors.ErrUnsupported)
+	require.Equal(e, []byte("0123456789"), readLocal(e, e.local("f")))
+}
+
+// xsMissingRefusing: as on OpenSSH, but the named operations are refused
+// (OP_UNSUPPORTED) whether the name exists or not.
+func xsMissingRefusing(refused ...string) xsOutcome[map[string]error] {
+	return func(e *xsEnv, errs map[string]error) {
+		for _, op := range refused {
+			require.ErrorIs(e, errs[op], errors.ErrUnsupported, op)
+		}
+		xsRequireMissing(e, errs, "No such file", refused...)
 	}
 }
