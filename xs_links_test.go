@@ -70,6 +70,14 @@ func xsLinkScenarios() []xsScenario {
 		noExtension(e, l.errMissing)
 		require.NoFileExists(e, e.local("h"))
 	}
+	renameRefused := func(via sshfx.PacketType) xsOutcome[renamed] {
+		return func(e *xsEnv, r renamed) {
+			require.Equal(e, []sshfx.PacketType{via}, r.sent)
+			unsupported(e, r.err)
+			require.Equal(e, []byte("new"), r.a)
+			require.Equal(e, []byte("old"), r.b)
+		}
+	}
 	rejectedPlain := func(code StatusCode) xsOutcome[renamed] {
 		return func(e *xsEnv, r renamed) {
 			require.Equal(e, []sshfx.PacketType{sshfx.TypeRename}, r.sent)
@@ -88,6 +96,7 @@ func xsLinkScenarios() []xsScenario {
 			xsParamiko: replaced(sshfx.TypeRename),
 			// Without posix-rename, Rename sends a plain RENAME.
 			xsHetzner: rejectedPlain(11),
+			xsMinIO:   renameRefused(sshfx.TypeExtended),
 		}.with(rejectedPlain(StatusFailure), xsSterling, xsFilesCom, xsAzure).
 			with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
 
@@ -101,6 +110,7 @@ func xsLinkScenarios() []xsScenario {
 			xsProFTPD:  rejectedPlain(11),
 			xsHetzner:  rejectedPlain(11),
 			xsAzure:    rejectedPlain(StatusFailure),
+			xsMinIO:    renameRefused(sshfx.TypeRename),
 			xsOnVFS:    replaced(sshfx.TypeRename),
 			xsParamiko: replaced(sshfx.TypeRename),
 		}.with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
@@ -115,7 +125,7 @@ func xsLinkScenarios() []xsScenario {
 				require.Equal(e, "f", target)
 			},
 			xsOnVFS: noSymlink,
-		}.with(noSymlink, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
+		}.with(noSymlink, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
 
 		xsCase("readlink", func(t *testing.T, dir string) {
 			require.NoError(t, os.Symlink("somewhere", filepath.Join(dir, "l")))
@@ -125,7 +135,7 @@ func xsLinkScenarios() []xsScenario {
 				require.Equal(e, "somewhere", r.v)
 			},
 			xsOnVFS:    noReadlink,
-			xsFilesCom: noReadlink, xsAWS: noReadlink, xsAzure: noReadlink, xsSFTPGo: noReadlink,
+			xsFilesCom: noReadlink, xsAWS: noReadlink, xsAzure: noReadlink, xsSFTPGo: noReadlink, xsMinIO: noReadlink,
 			// Chrooted, it makes a relative target absolute, from its "/".
 			xsProFTPD: func(e *xsEnv, r xsRes[string]) {
 				require.NoError(e, r.err)
@@ -161,6 +171,12 @@ func xsLinkScenarios() []xsScenario {
 				require.ErrorIs(e, err, fs.ErrNotExist)
 			},
 			xsParamiko: noLinkExt,
+			// Advertised, refused.
+			xsMinIO: func(e *xsEnv, l linked) {
+				unsupported(e, l.err)
+				unsupported(e, l.errMissing)
+				require.NoFileExists(e, e.local("h"))
+			},
 		}.with(noLinkExt, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 
 		xsCase("statvfs", nil, func(e *xsEnv) xsRes[*StatVFS] {
@@ -182,6 +198,10 @@ func xsLinkScenarios() []xsScenario {
 			// Served from a directory, a personality reports the in-memory tree's
 			// made-up figures.
 			xsWindows: xsMadeUpStatVFS, xsSFTPGo: xsMadeUpStatVFS,
+			xsMinIO: func(e *xsEnv, r xsRes[*StatVFS]) {
+				unsupported(e, r.err)
+				requirePathErr(e, r.err, "statvfs", ".")
+			},
 		}.with(func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) }, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure)),
 	}
 }
@@ -214,6 +234,14 @@ func xsOpenScenarios() []xsScenario {
 			require.Equal(e, want, string(w.content))
 		}
 	}
+	readRefused := func(code StatusCode) xsOutcome[readWrite] {
+		return func(e *xsEnv, rw readWrite) {
+			require.NoError(e, rw.write)
+			requireStatus(e, rw.read, code)
+			require.NoError(e, errors.Join(rw.stat, rw.close))
+			require.Equal(e, "hello world", rw.content)
+		}
+	}
 	refusedOpen := func(want string) xsOutcome[written] {
 		return func(e *xsEnv, w written) {
 			require.ErrorIs(e, w.open, errors.ErrUnsupported)
@@ -231,14 +259,14 @@ func xsOpenScenarios() []xsScenario {
 		xsCase("open/overwrite-in-place", digits, rewrite(os.O_WRONLY, func(f *File) error {
 			_, err := f.WriteAt([]byte("XY"), 0)
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY"),
+		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY"), xsMinIO: holds("XY"),
 			// No resume: an existing file opened for writing without TRUNC.
 			xsSFTPGo: refusedOpen("0123456789")}),
 
 		xsCase("open/append", digits, rewrite(os.O_WRONLY|os.O_APPEND, func(f *File) error {
 			_, err := f.Write([]byte("++"))
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++")}.
+		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++"), xsMinIO: holds("++")}.
 			with(refusedOpen("0123456789"), xsAzure, xsSFTPGo)),
 
 		xsCase("open/exclusive-existing", digits, rewrite(os.O_WRONLY|os.O_CREATE|os.O_EXCL, func(*File) error {
@@ -324,12 +352,7 @@ func xsOpenScenarios() []xsScenario {
 			// The OPEN is refused.
 			xsAWS: openRefused, xsAzure: openRefused,
 			// The OPEN succeeds, its READs are refused.
-			xsSFTPGo: func(e *xsEnv, rw readWrite) {
-				require.NoError(e, rw.write)
-				require.ErrorIs(e, rw.read, errors.ErrUnsupported)
-				require.NoError(e, errors.Join(rw.stat, rw.close))
-				require.Equal(e, "hello world", rw.content)
-			},
+			xsSFTPGo: readRefused(StatusOpUnsupported), xsMinIO: readRefused(StatusFailure),
 			xsOnDisk: func(e *xsEnv, rw readWrite) {
 				require.NoError(e, errors.Join(rw.write, rw.read, rw.stat, rw.close))
 				require.Equal(e, "world", rw.got)
@@ -427,7 +450,12 @@ func xsTreeScenarios() []xsScenario {
 			require.Len(e, c.src, 8)
 			require.Equal(e, c.src, c.up)
 			require.Equal(e, c.src, c.back)
-		})),
+		}).with(func(e *xsEnv, c copied) {
+			// No RENAME: every file's part file fails to reach its name.
+			require.ErrorIs(e, c.put, errors.ErrUnsupported)
+			var te *TreeError
+			require.ErrorAs(e, c.put, &te)
+		}, xsMinIO)),
 
 		xsCase("tree/get-with-symlink", func(t *testing.T, dir string) {
 			xsMakeTree(t, filepath.Join(dir, "tree"), true)
@@ -451,7 +479,7 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, withoutLink(c.src), withoutLink(c.back))
 			},
 			// READLINK is refused (see "readlink"), and so the link fails.
-			xsFilesCom: noReadlinkGet, xsAWS: noReadlinkGet, xsAzure: noReadlinkGet, xsSFTPGo: noReadlinkGet,
+			xsFilesCom: noReadlinkGet, xsAWS: noReadlinkGet, xsAzure: noReadlinkGet, xsSFTPGo: noReadlinkGet, xsMinIO: noReadlinkGet,
 			// READLINK fails (see "readlink"), and so does the tree copy.
 			xsAsyncSSH: func(e *xsEnv, c copied) {
 				require.ErrorIs(e, c.get, fs.ErrNotExist)
@@ -465,6 +493,6 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, c.src, c.up)
 			},
 			xsOnVFS: noSymlinkPut,
-		}.with(noSymlinkPut, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
+		}.with(noSymlinkPut, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
 	}
 }

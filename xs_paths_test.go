@@ -204,7 +204,13 @@ func xsPathScenarios() []xsScenario {
 			require.NoError(e, errs[0])
 			require.NoError(e, errs[1])
 			require.DirExists(e, e.local("a/b/c"))
-		})),
+		}).with(func(e *xsEnv, errs [2]error) {
+			// A missing name stats as a directory, so MkdirAll finds a/b/c there
+			// and makes nothing: the directories come with the first file
+			// written below them.
+			require.NoError(e, errors.Join(errs[0], errs[1]))
+			require.NoDirExists(e, e.local("a/b"))
+		}, xsMinIO)),
 
 		xsCase("remove", func(t *testing.T, dir string) {
 			xsFiles(map[string]string{"f": "f", "full/g": "g"})(t, dir)
@@ -223,7 +229,12 @@ func xsPathScenarios() []xsScenario {
 			requireStatus(e, errs["full"], StatusFailure)
 			require.FileExists(e, e.local("full/g"))
 			require.ErrorIs(e, errs["missing"], fs.ErrNotExist)
-		})),
+		}).with(func(e *xsEnv, errs map[string]error) {
+			// REMOVE of a missing name is OK; Remove of "full" falls through to
+			// RMDIR (REMOVE refuses a directory), and RMDIR removes all below.
+			require.NoError(e, errors.Join(errs["f"], errs["empty"], errs["full"], errs["missing"]))
+			require.NoDirExists(e, e.local("full"))
+		}, xsMinIO)),
 
 		xsCase("removeall", xsFiles(map[string]string{"t/a/b/f": "f", "t/g": "g"}), func(e *xsEnv) [2]error {
 			return [2]error{e.c.RemoveAll(e.ctx, "t"), e.c.RemoveAll(e.ctx, "missing")}
@@ -260,7 +271,7 @@ func xsPathScenarios() []xsScenario {
 				require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
 				require.Equal(e, fs.FileMode(0o644), s.stat.v.Mode())
 			},
-			xsAWS: xsChmodRefused, xsAzure: xsChmodRefused, xsSFTPGo: xsChmodRefused,
+			xsAWS: xsChmodRefused, xsAzure: xsChmodRefused, xsSFTPGo: xsChmodRefused, xsMinIO: xsChmodRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				require.Equal(e, fs.FileMode(0o600), xsLocalMode(e, "f"))
@@ -281,7 +292,7 @@ func xsPathScenarios() []xsScenario {
 				require.NoError(e, s.err)
 				require.False(e, xsMTime.Equal(s.stat.v.ModTime()), "answered OK, unchanged")
 			},
-			xsAWS: xsChtimesRefused, xsAzure: xsChtimesRefused, xsSFTPGo: xsChtimesRefused,
+			xsAWS: xsChtimesRefused, xsAzure: xsChtimesRefused, xsSFTPGo: xsChtimesRefused, xsMinIO: xsChtimesRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				st := localStat(e, e.local("f"))
@@ -311,7 +322,7 @@ func xsPathScenarios() []xsScenario {
 				require.NoError(e, err, "accepted...")
 				require.Equal(e, []byte("0123456789"), readLocal(e, e.local("f")), "...and ignored")
 			},
-			xsAWS: xsTruncateRefused, xsSFTPGo: xsTruncateRefused,
+			xsAWS: xsTruncateRefused, xsSFTPGo: xsTruncateRefused, xsMinIO: xsTruncateRefused,
 			// paramiko's SFTPServer.set_file_attr, the helper its backends use,
 			// opens the file with "w+" to truncate it: everything is lost, the
 			// file is the size asked for, all zeros.
@@ -352,7 +363,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, got[n].err, fs.ErrNotExist, n)
 				}
 			},
-		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
+		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
 
 		xsCase("extensions", nil, func(e *xsEnv) map[string]string { return e.c.Extensions() }, xsExpect[map[string]string]{
 			xsOnDisk: func(e *xsEnv, exts map[string]string) {
@@ -385,7 +396,8 @@ func xsPathScenarios() []xsScenario {
 			// What paramiko's server advertises itself; the backend can add none.
 			xsParamiko: xsExtensions(map[string]string{"check-file": "md5,sha1"}),
 		}.with(xsExtensions(map[string]string{}), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure).
-			with(xsExtensions(map[string]string{extStatVFS: "2"}), xsSFTPGo)),
+			with(xsExtensions(map[string]string{extStatVFS: "2"}), xsSFTPGo).
+			with(xsExtensions(map[string]string{extStatVFS: "2", extHardlink: "1", extPosixRename: "1"}), xsMinIO)),
 
 		xsCase("missing", nil, func(e *xsEnv) map[string]error {
 			ctx, c := e.ctx, e.c
@@ -403,9 +415,19 @@ func xsPathScenarios() []xsScenario {
 		}, xsExpect[map[string]error]{
 			xsOnDisk: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file") },
 			// SETSTAT is refused before the name is looked at.
-			xsAWS:      xsMissingRefusing("chmod", "chtimes", "truncate"),
-			xsSFTPGo:   xsMissingRefusing("chmod", "chtimes", "truncate"),
-			xsAzure:    xsMissingRefusing("chmod", "chtimes"),
+			xsAWS:    xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsSFTPGo: xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsAzure:  xsMissingRefusing("chmod", "chtimes"),
+			xsMinIO: func(e *xsEnv, errs map[string]error) {
+				for _, op := range []string{"stat", "lstat", "remove", "removeall"} {
+					require.NoError(e, errs[op], "a missing name is a directory, and removing it is OK: %s", op)
+				}
+				for _, op := range []string{"rename", "chmod", "chtimes", "truncate"} {
+					require.ErrorIs(e, errs[op], errors.ErrUnsupported, op)
+				}
+				requireStatus(e, errs["open"], StatusFailure)
+				require.ErrorIs(e, errs["readdir"], fs.ErrNotExist)
+			},
 			xsGreenEnd: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			xsAsyncSSH: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			// set_file_attr opens the file with "w+" to truncate it, so TRUNCATE

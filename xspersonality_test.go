@@ -36,7 +36,7 @@ var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xs
 
 // xsPersonalitiesIn are the personalities whose outcomes every scenario states, so
 // far: the others are added as their outcomes are written.
-var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true, xsAWS: true, xsAzure: true, xsSFTPGo: true}
+var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true, xsAWS: true, xsAzure: true, xsSFTPGo: true, xsMinIO: true}
 
 func init() {
 	for _, p := range testserver.Personalities() {

@@ -111,7 +111,9 @@ func SFTPGoCloud() Personality { return personality("sftpgo-cloud", testserver.S
 //     (pkg/sftp's defaults); statvfs is OP_UNSUPPORTED too.
 //   - STAT and LSTAT of a missing name report a directory (the driver's "dummy
 //     return to satisfy LIST"); REMOVE of a missing name succeeds; RMDIR removes
-//     everything below the directory; listings have no "." and "..".
+//     everything below the directory; listings have no "." and ".."; a file
+//     written under names that are not there makes them (objects need no
+//     directories).
 //   - An OPEN for writing replaces the object; out-of-order WRITEs are buffered up
 //     to 100 MiB ahead, and a CLOSE with a gap left fails ("some file segments were
 //     not flushed from the queue") and stores nothing.

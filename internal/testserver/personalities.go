@@ -117,6 +117,7 @@ func MinIO() Options {
 			MissingIsDir:        true,
 			RemoveMissingOK:     true,
 			RmdirRemovesAll:     true,
+			ImplicitDirs:        true,
 			NoDotEntries:        true,
 			OverwriteTruncates:  true,
 			HoleFailsClose:      true,

@@ -58,6 +58,9 @@ func (ss *session) openQuirky(b []byte, r *request) []byte {
 	if write && exists && q.OverwriteTruncates {
 		r.pflags |= OpenTrunc | OpenCreat
 	}
+	if write && q.ImplicitDirs {
+		ss.makeParents(string(r.path))
+	}
 	ss.lastHandle = nil
 	b = ss.execute(b, r)
 	h := ss.lastHandle
@@ -293,6 +296,18 @@ func (ss *session) renameQuirky(b []byte, r *request) []byte {
 		return appendStatus(b, r.id, q.RenameExisting)
 	}
 	return ss.execute(b, r)
+}
+
+// makeParents makes the missing directories above p, as ImplicitDirs says.
+func (ss *session) makeParents(p string) {
+	dir := "/"
+	els := splitPath(path.Dir(path.Clean("/" + p)))
+	for _, el := range els {
+		dir = path.Join(dir, el)
+		if _, err := ss.fs.stat(dir, true); err == eNOENT {
+			_ = ss.fs.mkdir(dir, 0o755)
+		}
+	}
 }
 
 func (ss *session) emptyDir(p string) bool {

@@ -82,6 +82,9 @@ type Quirks struct {
 	// RmdirRemovesAll: RMDIR of a directory that is not empty removes it with
 	// everything below it.
 	RmdirRemovesAll bool
+	// ImplicitDirs: an OPEN for writing makes the directories above the file that
+	// are missing (an object store has no directories, only names).
+	ImplicitDirs bool
 
 	// FoldCase: a name matches an existing entry whatever the case of its
 	// letters (the entry keeps the case it was created with).
