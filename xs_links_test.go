@@ -197,7 +197,7 @@ func xsLinkScenarios() []xsScenario {
 			xsParamiko: func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) },
 			// Served from a directory, a personality reports the in-memory tree's
 			// made-up figures.
-			xsWindows: xsMadeUpStatVFS, xsSFTPGo: xsMadeUpStatVFS,
+			xsWindows: xsMadeUpStatVFS, xsSFTPGo: xsMadeUpStatVFS, xsDrop: xsMadeUpStatVFS,
 			xsMinIO: func(e *xsEnv, r xsRes[*StatVFS]) {
 				unsupported(e, r.err)
 				requirePathErr(e, r.err, "statvfs", ".")
@@ -277,6 +277,11 @@ func xsOpenScenarios() []xsScenario {
 				require.Equal(e, "0123456789", string(w.content))
 			},
 			xsOnVFS: holds(""), // O_EXCL is not honoured
+			// Not a refusal: the name is taken, as on OpenSSH.
+			xsDrop: func(e *xsEnv, w written) {
+				requireStatus(e, w.open, StatusFailure)
+				require.Equal(e, "0123456789", string(w.content))
+			},
 			// Refused as a resume before the name is looked at.
 			xsSFTPGo: refusedOpen("0123456789"),
 		}),

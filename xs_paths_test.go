@@ -182,7 +182,9 @@ func xsPathScenarios() []xsScenario {
 
 		xsCase("mkdir", nil, func(e *xsEnv) mkdirs {
 			m := mkdirs{first: e.c.Mkdir(e.ctx, "new", 0o700)}
-			m.mode = xsLocalMode(e, "new")
+			if m.first == nil {
+				m.mode = xsLocalMode(e, "new")
+			}
 			m.again = e.c.Mkdir(e.ctx, "new", 0o700)
 			return m
 		}, xsExpect[mkdirs]{
@@ -363,7 +365,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, got[n].err, fs.ErrNotExist, n)
 				}
 			},
-		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
+		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsDrop)),
 
 		xsCase("extensions", nil, func(e *xsEnv) map[string]string { return e.c.Extensions() }, xsExpect[map[string]string]{
 			xsOnDisk: func(e *xsEnv, exts map[string]string) {

@@ -5,8 +5,11 @@ package sftp
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -34,14 +37,10 @@ const (
 // one is in the suite).
 var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xsHetzner, xsDrop, xsWindows, xsSterling}
 
-// xsPersonalitiesIn are the personalities whose outcomes every scenario states, so
-// far: the others are added as their outcomes are written.
-var xsPersonalitiesIn = map[string]bool{xsHetzner: true, xsSterling: true, xsWindows: true, xsFilesCom: true, xsAWS: true, xsAzure: true, xsSFTPGo: true, xsMinIO: true}
-
 func init() {
 	for _, p := range testserver.Personalities() {
-		if !xsPersonalitiesIn[p.Name] {
-			continue
+		if p.Name == "openssh" {
+			continue // the real one is in the suite
 		}
 		xsServers = append(xsServers, xsServer{p.Name, xsEach(xsPersonalityStarter(p.Options))})
 		xsGroup[p.Name] = xsOnDisk
@@ -126,5 +125,72 @@ func xsMissingRefusing(refused ...string) xsOutcome[map[string]error] {
 			require.ErrorIs(e, errs[op], errors.ErrUnsupported, op)
 		}
 		xsRequireMissing(e, errs, "No such file", refused...)
+	}
+}
+
+// xsDenied are the servers on which an account may only upload: a scenario without
+// an outcome of their own must have been refused with PERMISSION_DENIED.
+var xsDenied = map[string]bool{xsDrop: true}
+
+// xsDeniedOr: where got (whatever the scenario returned) holds errors, each is a
+// refusal (fs.ErrPermission); where it holds none, the outcome other holds.
+func xsDeniedOr[R any](e *xsEnv, got R, other xsOutcome[R]) {
+	if xsRequireDenied(e, got, false) {
+		return
+	}
+	require.NotNil(e, other, "nothing was refused, and the group states no outcome")
+	other(e, got)
+}
+
+// xsRequireDenied: every error in got is a refusal (fs.ErrPermission); with must,
+// there is at least one. It reports whether there was one.
+func xsRequireDenied(e *xsEnv, got any, must bool) bool {
+	var errs []error
+	if t := reflect.TypeOf(got); t != nil {
+		v := reflect.New(t) // addressable, so unexported fields can be read
+		v.Elem().Set(reflect.ValueOf(got))
+		xsErrors(v.Elem(), &errs)
+	}
+	if must {
+		require.NotEmpty(e, errs, "nothing was refused")
+	}
+	for _, err := range errs {
+		require.ErrorIs(e, err, fs.ErrPermission)
+	}
+	return len(errs) > 0
+}
+
+var errorType = reflect.TypeFor[error]()
+
+// xsErrors collects the non-nil errors in v: itself, its fields, elements and values.
+func xsErrors(v reflect.Value, errs *[]error) {
+	if !v.IsValid() {
+		return
+	}
+	if v.Type().Implements(errorType) || v.Type() == errorType {
+		if v.Kind() == reflect.Interface && v.IsNil() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+			return
+		}
+		if err, ok := v.Interface().(error); ok && err != nil {
+			*errs = append(*errs, err)
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Field(i)
+			xsErrors(reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), errs)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			xsErrors(v.Index(i), errs)
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			c := reflect.New(v.Type().Elem()).Elem() // addressable copy
+			c.Set(v.MapIndex(k))
+			xsErrors(c, errs)
+		}
 	}
 }
