@@ -163,3 +163,29 @@ func TestCorruptHelper(t *testing.T) {
 	_, err = c.Stat(ctx, ".")
 	require.NoError(t, err, "one reply spoilt, the channel lives")
 }
+
+// What sluice's Put does today on the personalities whose rows in docs/servers.md
+// say "none yet": the failures their documented behaviour causes (issue 28, part 3,
+// is to turn these into successes).
+func TestPutToday(t *testing.T) {
+	local := filepath.Join(t.TempDir(), "src")
+	require.NoError(t, os.WriteFile(local, []byte("new"), 0o644))
+	put := func(p Personality, existing bool) error {
+		s := newServer(t, Options{Personality: p})
+		if existing {
+			require.NoError(t, s.WriteFile("/dst", []byte("old"), 0o644))
+		}
+		ctx := testCtx(t)
+		c, err := s.Client(ctx)
+		require.NoError(t, err)
+		return c.Put(ctx, local, "dst")
+	}
+	require.NoError(t, put(AWSTransferS3(), true), "plain RENAME replaces")
+	require.NoError(t, put(AzureBlob(), false))
+	require.Error(t, put(AzureBlob(), true), "RENAME onto an existing name fails")
+	var se *sftp.StatusError
+	require.ErrorAs(t, put(HetznerStorageBox(), true), &se)
+	require.EqualValues(t, 11, se.Code)
+	require.ErrorIs(t, put(DropFolder(), false), fs.ErrPermission, "the first LSTAT is denied")
+	require.ErrorContains(t, put(MinIO(), false), "directory", "the missing target stats as a directory")
+}
