@@ -33,10 +33,6 @@ const (
 	xsSterling = "ibm-sterling"
 )
 
-// xsPersonalities are the personalities' server names, OpenSSH's left out (the real
-// one is in the suite).
-var xsPersonalities = []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xsHetzner, xsDrop, xsWindows, xsSterling}
-
 func init() {
 	for _, p := range testserver.Personalities() {
 		if p.Name == "openssh" {

@@ -48,11 +48,7 @@ func (ss *session) openQuirky(b []byte, r *request) []byte {
 	}
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	switch {
-	case write && q.SecondWriter != 0 && qs.writers[name] > 0:
-		return appendStatus(b, r.id, q.SecondWriter)
-	case read && q.ExtractCount > 0 && qs.extracting[name] > 0:
-		rf := notExtractable(name)
+	if rf := qs.busy(q, name, read, write); rf.code != 0 {
 		return appendStatusMsg(b, r.id, rf.code, rf.msg)
 	}
 	if write && exists && q.OverwriteTruncates {
@@ -63,21 +59,37 @@ func (ss *session) openQuirky(b []byte, r *request) []byte {
 	}
 	ss.lastHandle = nil
 	b = ss.execute(b, r)
-	h := ss.lastHandle
-	if h == nil {
-		return b
+	if h := ss.lastHandle; h != nil {
+		h.q = qs.opened(q, name, read, write, exists)
 	}
-	h.q = &quirkHandle{path: name}
+	return b
+}
+
+// busy refuses an OPEN of a file another handle holds: a second writer
+// (SecondWriter), or any OPEN of a file being extracted. Callers hold qs.mu.
+func (qs *quirkState) busy(q *Quirks, name string, read, write bool) refusal {
+	switch {
+	case write && q.SecondWriter != 0 && qs.writers[name] > 0:
+		return refusal{code: q.SecondWriter}
+	case read && q.ExtractCount > 0 && qs.extracting[name] > 0:
+		return notExtractable(name)
+	}
+	return refusal{}
+}
+
+// opened counts a handle just opened on name. Callers hold qs.mu.
+func (qs *quirkState) opened(q *Quirks, name string, read, write, exists bool) *quirkHandle {
+	h := &quirkHandle{path: name}
 	if write {
-		h.q.writing = true
+		h.writing = true
 		qs.writers[name]++
 	}
 	if read && !write && q.ExtractCount > 0 && exists {
-		h.q.extracting = name
+		h.extracting = name
 		qs.extracting[name]++
 		qs.extracted[name]++
 	}
-	return b
+	return h
 }
 
 // openRefusal is the status an OPEN gets from the Quirks, before it is tried.

@@ -231,12 +231,7 @@ func (ss *session) refuse(q *Quirks, r *request) refusal {
 	case TypeRename:
 		return refusal{code: q.RenameRefused}
 	case TypeExtended:
-		if slices.Contains(q.RefusedExtensions, string(r.ext)) {
-			return refusal{code: StatusOpUnsupported}
-		}
-		if string(r.ext) == extPosixRename {
-			return refusal{code: q.RenameRefused}
-		}
+		return refuseExtended(q, string(r.ext))
 	case TypeSymlink, TypeReadlink:
 		return refusal{code: q.LinksRefused}
 	case TypeRead:
@@ -247,6 +242,17 @@ func (ss *session) refuse(q *Quirks, r *request) refusal {
 		if h := ss.fileHandle(r.handle); h != nil && h.q != nil && h.q.extracting != "" {
 			return notExtractable(h.q.extracting)
 		}
+	}
+	return refusal{}
+}
+
+// refuseExtended answers the EXTENDED requests the Quirks refuse.
+func refuseExtended(q *Quirks, name string) refusal {
+	switch {
+	case slices.Contains(q.RefusedExtensions, name):
+		return refusal{code: StatusOpUnsupported}
+	case name == extPosixRename:
+		return refusal{code: q.RenameRefused}
 	}
 	return refusal{}
 }
