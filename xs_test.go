@@ -97,7 +97,7 @@ func (x xsExpect[R]) with(o xsOutcome[R], servers ...string) xsExpect[R] {
 
 func xsServerNames() []string {
 	var names []string
-	for _, s := range xsServers {
+	for _, s := range xsSuite() {
 		names = append(names, s.name)
 	}
 	return names
@@ -136,7 +136,7 @@ func xsCase[R any](name string, setup func(*testing.T, string), do func(*xsEnv) 
 
 func TestCrossServer(t *testing.T) {
 	scenarios := xsScenarios()
-	for _, srv := range xsServers {
+	for _, srv := range xsSuite() {
 		t.Run(srv.name, func(t *testing.T) {
 			run := srv.begin(t)
 			for _, sc := range scenarios {

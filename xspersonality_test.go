@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -33,12 +34,21 @@ const (
 	xsSterling = "ibm-sterling"
 )
 
+// xsPersonalityServers are the personalities as servers of the suite. They run the
+// scenarios (xsSuite), not the model tests of the real servers' file semantics
+// (model_fileops_test.go, model_fs_test.go, over xsServers): a personality is as
+// POSIX as the service it imitates, which is the point.
+var xsPersonalityServers []xsServer
+
+// xsSuite is every server the scenarios run on: the real ones, then the personalities.
+func xsSuite() []xsServer { return slices.Concat(xsServers, xsPersonalityServers) }
+
 func init() {
 	for _, p := range testserver.Personalities() {
 		if p.Name == "openssh" {
 			continue // the real one is in the suite
 		}
-		xsServers = append(xsServers, xsServer{p.Name, xsEach(xsPersonalityStarter(p.Options))})
+		xsPersonalityServers = append(xsPersonalityServers, xsServer{p.Name, xsEach(xsPersonalityStarter(p.Options))})
 		xsGroup[p.Name] = xsOnDisk
 	}
 	for _, s := range []string{xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsFilesCom, xsHetzner, xsSterling} {
