@@ -44,7 +44,7 @@ type item struct {
 type session struct {
 	srv *Server
 	cfg *config
-	fs  *fsys
+	fs  backend
 
 	in  *pipe // requests, client -> server
 	out *pipe // replies, server -> client
@@ -58,12 +58,13 @@ type session struct {
 	release    chan struct{} // nudges the writer to pick up released stalls
 
 	// Reader-goroutine state.
-	hdr     [4]byte
-	inbuf   []byte
-	req     request
-	handles map[string]*handle
-	seq     int
-	held    heldWrites // HoldWrites
+	hdr        [4]byte
+	inbuf      []byte
+	req        request
+	handles    map[string]*handle
+	lastHandle *handle // the handle appendHandle registered last
+	seq        int
+	held       heldWrites // HoldWrites
 
 	// Writer-goroutine state.
 	sent int64
@@ -191,6 +192,8 @@ func (ss *session) readLoop() {
 		return
 	}
 	ss.version(time.Now())
+	idle := ss.idleTimer()
+	defer idle.Stop()
 	for {
 		if (ss.cfg.Reorder > 1 || ss.cfg.HoldWrites > 0) && !ss.in.packetReady() {
 			ss.applyHeld(0) // nothing is waiting: the client may be waiting for these
@@ -203,6 +206,7 @@ func (ss *session) readLoop() {
 			return
 		}
 		ss.seq++
+		idle.Reset(ss.idleTimeout())
 		if ss.cfg.DropAfterRequests > 0 && ss.seq == ss.cfg.DropAfterRequests {
 			return
 		}
@@ -210,6 +214,26 @@ func (ss *session) readLoop() {
 			return
 		}
 	}
+}
+
+// idleTimer ends the session after Quirks.IdleTimeout without a request; without
+// one it never fires.
+func (ss *session) idleTimer() *time.Timer {
+	t := time.AfterFunc(ss.idleTimeout(), ss.kill)
+	if ss.idleTimeout() == never {
+		t.Stop()
+	}
+	return t
+}
+
+// never stands for "no idle timeout": a timer set to it does not fire in a test's life.
+const never = time.Duration(1<<63 - 1)
+
+func (ss *session) idleTimeout() time.Duration {
+	if q := ss.cfg.Quirks; q != nil && q.IdleTimeout > 0 {
+		return q.IdleTimeout
+	}
+	return never
 }
 
 // finish runs when the reader stops, for whatever reason.
@@ -228,6 +252,10 @@ func (ss *session) finish() {
 
 	ss.held.drop() // read, never carried out: a killed server process's
 	ss.srv.openHandles.Add(-int64(len(ss.handles)))
+	for _, h := range ss.handles {
+		ss.forgetQuirks(h)
+		h.release()
+	}
 	clear(ss.handles)
 
 	s := ss.srv
