@@ -51,6 +51,11 @@ type options struct {
 	command   string      // run instead of a subsystem when not ""
 	env       [][2]string // name, value: sent before the subsystem or command
 	stderr    io.Writer   // receives the server's standard error; nil discards it
+
+	// For servers that are not POSIX file systems (serveropts.go).
+	sequential  bool // WithSequential
+	readOnce    bool // WithReadOnce
+	largeWrites int  // WithLargeWrites, 0 without
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -243,6 +248,10 @@ type Client struct {
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
 	knownReadWrite atomic.Bool
+	// facts is what the server was seen to do (capabilities.go); large is
+	// WithLargeWrites' size and whether the server takes it (serveropts.go).
+	facts serverFacts
+	large largeWriteState
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -467,7 +476,7 @@ func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 		lim.MaxRead, lim.MaxWrite = min(n, serverRead), min(n, serverWrite)
 	}
 	c.limits = lim
-	c.dataSize.Store(int64(max(lim.MaxRead, lim.MaxWrite)))
+	c.dataSize.Store(int64(max(lim.MaxRead, c.setLargeWrites(lim.MaxWrite))))
 	main.maxPacket.Store(c.maxReply())
 	return c, nil
 }

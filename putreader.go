@@ -155,7 +155,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 // Otherwise head is what was read of a plain stream, to be sent first (unframed); a
 // source read at offsets is left at its position.
 func (t *getPutCall) streamHead(src *streamSource, off int64) (head []byte, small bool, err error) {
-	limit := int64(t.c.limits.MaxWrite)
+	limit := int64(t.c.maxWrite())
 	if off != 0 || src.size > limit {
 		return nil, false, nil
 	}
