@@ -44,6 +44,9 @@ const (
 	// RefusedLargeWrite: a WRITE larger than 32768 bytes (WithLargeWrites). Later
 	// WRITEs are 32768 bytes.
 	RefusedLargeWrite
+	// RefusedRename: every RENAME (MinIO: OP_UNSUPPORTED). Later uploads by part
+	// file fail before they send their data; InPlace does without.
+	RefusedRename
 )
 
 var refusalNames = [...]string{
@@ -54,6 +57,7 @@ var refusalNames = [...]string{
 	RefusedSecondOpen:    "a second OPEN of an open file",
 	RefusedFstat:         "FSTAT of a file open for reading",
 	RefusedLargeWrite:    "WRITE larger than 32768 bytes",
+	RefusedRename:        "RENAME",
 }
 
 func (r Refusal) String() string {

@@ -32,7 +32,8 @@ type transferOptions struct {
 	progress  func(Progress)
 
 	skipUnchanged bool
-	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	stopOnError   bool     // a tree stops at its first failure (StopOnError)
+	delivery      delivery // how an upload reaches its name (delivery.go)
 	// skipFile is SkipFiles' predicate; nil without.
 	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
@@ -237,6 +238,9 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 			return nil, err
 		}
 	}
+	if err := t.o.checkDelivery(); err != nil {
+		return nil, err
+	}
 	// Small files take requests, not windows: unless the caller chose, more of them
 	// are in flight than of large files (see smallfile.go).
 	t.o.smallParallel = t.o.parallel
@@ -350,8 +354,10 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return pathErr("put", local, errNeedRecursive)
 	case fi.IsDir():
 		var root remoteRoot
-		if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
-			return root.err
+		if t.blind() {
+			root.assumed = true
+		} else if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
+			return deniedLookHint(root.err)
 		}
 		return t.putTree(local, remote, fi, root)
 	case !fi.Mode().IsRegular():
@@ -379,13 +385,22 @@ func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote strin
 // upload: an existing directory, FIFO or socket there is refused, and device reports
 // an existing device, which is written in place. Lstat: a link at remote is replaced
 // by the copy, as in a tree.
+//
+// A write-only account (NoCheckDest) is not looked at. On a server that reports a
+// directory at any missing name (phantomDirs), a directory that lists nothing counts
+// as absent: it may be none.
 func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device bool, err error) {
+	if t.blind() {
+		return false, nil
+	}
 	rfi, err := t.c.Lstat(ctx, remote)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, err
+		return false, deniedLookHint(err)
+	case rfi.IsDir() && t.c.phantomDir(ctx, remote):
+		return false, nil
 	case rfi.IsDir():
 		return false, pathErr("put", remote, errIsDirectory)
 	case rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
@@ -561,7 +576,7 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 		return err
 	}
 	defer lf.Close()
-	part := remotePart(dst)
+	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	var off int64
 	var f *File
 	if t.o.resume {
@@ -570,7 +585,7 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 		}
 	}
 	if f == nil {
-		if f, err = t.createRemotePart(ctx, part, createPerm(fi.Mode(), true)); err != nil {
+		if f, err = t.openUpload(ctx, part, createPerm(fi.Mode(), true)); err != nil {
 			return err
 		}
 	}
@@ -592,15 +607,16 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, through the handle, before
 	// the close (partcut.go).
-	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n))
+	return t.finishPut(ctx, f, part, dst, err, off+n, t.closing(f, off+n))
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
 // to be on the server: closeFile closes f (its error wrapped as File's are; told
 // whether the upload failed, so it can cut the part first), then a failed upload's
-// part is removed if nothing of it is known written (removeUnproven), and a finished
-// one is renamed to dst. The close and what follows are waited for only while the
-// call's ctx lasts; then they finish in the background, in that order.
+// part is removed if the delivery says so (removeUnproven; by default when nothing of
+// it is known written), and a finished one is delivered to dst (renamed, unless it was
+// written in place). The close and what follows are waited for only while the call's
+// ctx lasts; then they finish in the background, in that order.
 func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error) error {
 	failed := err != nil
 	if failed {
@@ -611,7 +627,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	}
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
 		cerr := closeFile(failed)
-		if (failed || cerr != nil) && acked == 0 {
+		if (failed || cerr != nil) && t.discardFailed(acked) {
 			t.removeUnproven(context.WithoutCancel(t.ctx), part)
 		}
 		return cerr
@@ -625,7 +641,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	return t.c.Rename(ctx, part, dst)
+	return t.deliver(ctx, part, dst)
 }
 
 // createRemotePart creates the part file of an upload: the one way every upload

@@ -99,7 +99,9 @@ func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error
 
 // MkdirAll creates a directory and any missing parents, like os.MkdirAll.
 func (c *Client) MkdirAll(ctx context.Context, name string, perm fs.FileMode) error {
-	fi, err := c.Stat(ctx, name)
+	var fi fs.FileInfo
+	var err error
+	c.withPhantomProbe(ctx, name, func() { fi, err = c.Stat(ctx, name) }) // removedir.go
 	if err == nil {
 		if fi.IsDir() {
 			if c.phantomDirs(ctx, name) {
@@ -141,10 +143,7 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	}
 	// REMOVE refuses directories; which error to report depends on what name is, so ask
 	// rather than guess from codes that servers assign differently.
-	if fi, serr := c.Lstat(ctx, name); serr == nil && fi.IsDir() {
-		err = c.removeDir(ctx, name, err)
-	}
-	return pathErr("remove", name, err)
+	return pathErr("remove", name, c.removeDir(ctx, name, err)) // removedir.go
 }
 
 // rmdir removes the directory name. A FAILURE on a directory that still has entries

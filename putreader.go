@@ -116,7 +116,7 @@ func (t *getPutCall) putStreamTo(ctx context.Context, src *streamSource, remote 
 
 // putStream uploads src to a part file and renames it to dst: putFile for a reader.
 func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst string) (n int64, err error) {
-	part := remotePart(dst)
+	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	var off int64
 	var f *File
 	if t.o.resume {
@@ -127,7 +127,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 		}
 	}
 	if f == nil {
-		if f, err = t.createRemotePart(ctx, part, 0o666); err != nil {
+		if f, err = t.openUpload(ctx, part, 0o666); err != nil {
 			return 0, err
 		}
 	}
@@ -146,7 +146,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	}
 	stop()
 	acked := t.keepable(off + n)
-	return off + n, t.finishPut(ctx, f, part, dst, err, acked, closeCutting(f, acked))
+	return off + n, t.finishPut(ctx, f, part, dst, err, acked, t.closing(f, acked))
 }
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),

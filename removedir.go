@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -37,18 +38,43 @@ import (
 // errRmdirReach refuses an RMDIR that would remove names beside the directory.
 var errRmdirReach = fmt.Errorf("sftp: RMDIR not sent: this server reports directories at names that do not exist (a store keyed on name prefixes, as MinIO), where RMDIR removes every name that begins with the directory's: %w", errors.ErrUnsupported)
 
-// removeDir is Remove's end for name, which LSTAT showed to be a directory after
-// REMOVE failed with removeErr: an RMDIR only once the directory is shown empty and,
-// on a server of phantom directories, alone in its name's prefix.
+// removeDir is Remove's end for name after REMOVE failed with removeErr: when LSTAT
+// shows a directory, an RMDIR only once its listing showed no entry and, on a server
+// of phantom directories, no neighbour's name begins with its name. The LSTAT, the
+// OPENDIR and the phantom probe (once per Client) go out together, and the CLOSE with
+// the RMDIR: a directory costs Remove three round trips more than a file.
 func (c *Client) removeDir(ctx context.Context, name string, removeErr error) error {
-	empty, err := c.listedEmpty(ctx, name)
+	var fi fs.FileInfo
+	var lerr, derr error
+	var d *Dir
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d, derr = c.openDir(ctx, name)
+	}()
+	c.withPhantomProbe(ctx, name, func() { fi, lerr = c.Lstat(ctx, name) })
+	wg.Wait()
+	if d != nil {
+		// The CLOSE goes out without a wait, at the latest with the RMDIR.
+		defer func() { d.sendClose(ctx).forget() }()
+	}
 	switch {
-	case err != nil:
+	case lerr != nil || !fi.IsDir():
+		return removeErr // REMOVE refused what is not a directory: its error says why
+	case derr != nil:
+		return fmt.Errorf("sftp: not removed: the directory could not be listed to show it empty: %w", derr)
+	}
+	streamDir(d) // two READDIRs at once: the first page, and the end behind it
+	page, err := d.ReadDirContext(ctx, 1)
+	switch {
+	case err != nil && err != io.EOF:
 		return fmt.Errorf("sftp: not removed: the directory could not be listed to show it empty: %w", err)
-	case !empty:
+	case len(page) > 0:
 		// The REMOVE's own status is kept beside the reason, for errors.As.
 		return fmt.Errorf("%w (%w)", syscall.ENOTEMPTY, removeErr)
 	}
+	d.sendClose(ctx).forget()
 	return c.rmdirAlone(ctx, name)
 }
 
@@ -68,12 +94,14 @@ func (c *Client) rmdirAlone(ctx context.Context, name string) error {
 }
 
 // listedEmpty reports whether the directory name lists no entry besides "." and "..".
+// Its CLOSE is not waited for.
 func (c *Client) listedEmpty(ctx context.Context, name string) (bool, error) {
 	d, err := c.openDir(ctx, name)
 	if err != nil {
 		return false, err
 	}
-	defer d.close(ctx)
+	defer func() { d.sendClose(ctx).forget() }()
+	streamDir(d)
 	page, err := d.ReadDirContext(ctx, 1)
 	switch {
 	case err == io.EOF:
@@ -98,6 +126,17 @@ func (c *Client) prefixNeighbour(ctx context.Context, name string) (string, erro
 		}
 	}
 	return "", nil
+}
+
+// phantomDir reports whether name, which LSTAT reported a directory, may be none: on
+// a server of phantom directories, a directory that lists no entry (an empty one and
+// a missing name look the same there).
+func (c *Client) phantomDir(ctx context.Context, name string) bool {
+	if !c.phantomDirs(ctx, name) {
+		return false
+	}
+	empty, err := c.listedEmpty(ctx, name)
+	return err == nil && empty
 }
 
 // Phantom directories: whether the server reports a directory at a name that does
@@ -130,6 +169,23 @@ func (c *Client) phantomDirs(ctx context.Context, near string) bool {
 		c.facts.phantom.Store(phantomNo)
 	}
 	return false
+}
+
+// withPhantomProbe runs fn, and while the Client does not know yet whether the server
+// reports phantom directories, asks beside near at the same time: the probe then
+// costs no round trip of its own.
+func (c *Client) withPhantomProbe(ctx context.Context, near string, fn func()) {
+	if c.facts.phantom.Load() != phantomUnknown {
+		fn()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.phantomDirs(ctx, near)
+	}()
+	fn()
+	<-done
 }
 
 // mkdirPhantom is MkdirAll's end for name, which STAT reported a directory on a

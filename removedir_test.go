@@ -14,29 +14,41 @@ import (
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
-// requestLog records the type of every request a testserver received.
+// requestLog records every request a testserver received, as its Fail hook (which
+// fails none).
 type requestLog struct {
 	mu   sync.Mutex
-	seen []uint8
+	seen []testserver.Request
 }
 
 func (l *requestLog) fail(req testserver.Request) uint32 {
 	l.mu.Lock()
-	l.seen = append(l.seen, req.Type)
+	l.seen = append(l.seen, req)
 	l.mu.Unlock()
 	return 0
 }
 
-func (l *requestLog) count(typ uint8) int {
+// count is how many requests of type typ came.
+func (l *requestLog) count(typ uint8) int { return len(l.of(typ)) }
+
+// of returns the requests of type typ, in the order they came.
+func (l *requestLog) of(typ uint8) []testserver.Request {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, t := range l.seen {
-		if t == typ {
-			n++
+	var out []testserver.Request
+	for _, r := range l.seen {
+		if r.Type == typ {
+			out = append(out, r)
 		}
 	}
-	return n
+	return out
+}
+
+// reset forgets what came so far.
+func (l *requestLog) reset() {
+	l.mu.Lock()
+	l.seen = nil
+	l.mu.Unlock()
 }
 
 // A server whose REMOVE refuses a directory and whose RMDIR removes all below it:

@@ -127,6 +127,8 @@ func TestPersonalityMinIO(t *testing.T) {
 	requireCode(t, StatusOpUnsupported, c.ext(extStatvfs, func(p *pkt) { p.str("d") }))
 	a := c.attrs(c.path(TypeLstat, "missing"))
 	require.EqualValues(t, sIFDIR|0o755, a.perm, "a missing name is a directory")
+	empty := c.handle(c.path(TypeOpendir, "missing"))
+	requireCode(t, StatusEOF, c.call(TypeReaddir, func(p *pkt) { p.str(empty) }))
 	requireCode(t, StatusOK, c.path(TypeRemove, "missing"))
 	requireCode(t, StatusFailure, c.open("missing", OpenRead))
 	h := c.handle(c.path(TypeOpendir, "d"))

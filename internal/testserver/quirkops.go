@@ -210,6 +210,15 @@ func (ss *session) statQuirky(b []byte, r *request) []byte {
 	return ss.execute(b, r)
 }
 
+func (ss *session) opendirQuirky(b []byte, r *request) []byte {
+	if ss.cfg.Quirks.MissingIsDir && !ss.handlesFull() && ss.listerFor(string(r.path)) == nil {
+		if _, err := ss.fs.stat(string(r.path), true); err == eNOENT {
+			return ss.appendHandle(b, r.id, &handle{dir: true, lister: func(int) []ListEntry { return nil }})
+		}
+	}
+	return ss.execute(b, r)
+}
+
 func (ss *session) setstatQuirky(b []byte, r *request) []byte {
 	q := ss.cfg.Quirks
 	if r.typ == TypeFsetstat {

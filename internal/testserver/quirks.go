@@ -75,7 +75,8 @@ type Quirks struct {
 	// LinksRefused is the status of SYMLINK and READLINK.
 	LinksRefused uint32
 
-	// MissingIsDir: STAT and LSTAT of a missing name report an empty directory.
+	// MissingIsDir: STAT and LSTAT of a missing name report an empty directory,
+	// and OPENDIR of one lists nothing (a prefix no object name begins with).
 	MissingIsDir bool
 	// RemoveNonFileOK: REMOVE of a name that is no file (missing, or a directory)
 	// answers OK and changes nothing: an object store deletes the object of that
@@ -161,6 +162,8 @@ func (ss *session) executeQuirky(b []byte, r *request) []byte {
 		return ss.writeQuirky(b, r)
 	case TypeLstat, TypeStat:
 		return ss.statQuirky(b, r)
+	case TypeOpendir:
+		return ss.opendirQuirky(b, r)
 	case TypeSetstat, TypeFsetstat:
 		return ss.setstatQuirky(b, r)
 	case TypeRemove:
