@@ -185,9 +185,7 @@ func (t *getPutCall) replaceByRemove(ctx context.Context, part, dst string, se *
 		return renameErr
 	}
 	t.c.facts.refuse(RefusedRenameReplace, se)
-	if err := t.c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRemove, id, dst)
-	}); err != nil {
+	if err := t.c.sendRemove(ctx, dst); err != nil {
 		return fmt.Errorf("sftp: the server does not rename over an existing file, and would not remove it first: %w", pathErr("remove", dst, err))
 	}
 	if err := t.c.Rename(ctx, part, dst); err != nil {
@@ -212,4 +210,11 @@ func deniedLookHint(err error) error {
 		return fmt.Errorf("%w (a write-only account? NoCheckDest uploads without looking)", err)
 	}
 	return err
+}
+
+// sendRemove sends one REMOVE of name: no look at what name is first, as Remove takes.
+func (c *Client) sendRemove(ctx context.Context, name string) error {
+	return c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
+		return appendString1(nil, sshfx.TypeRemove, id, name)
+	})
 }

@@ -107,8 +107,10 @@ func Recursive() TransferOption {
 // before the resume point (up to one READ) must be the source's there (for Put, the
 // local file's; for Get, the remote file's). A part that fails a check is replaced and
 // the transfer starts over. A server that refuses to open a file for reading and
-// writing (some do) cannot be checked: Put with Resume fails there when a part file
-// exists that could be continued (remove it, or upload without Resume).
+// writing, or to read through such a handle (AWS Transfer, Azure Blob, SFTPGo on a
+// cloud backend), cannot be checked: Put with Resume starts over there, nothing
+// written through a handle it could not check. A file started over says why on its
+// first progress report (Progress.StartedOver).
 //
 // What Resume cannot prove, and so takes on trust:
 //   - that a part file was left by this package, and by a build of it that bounded
@@ -579,8 +581,9 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	var off int64
 	var f *File
+	var restart error // why a part file was not continued
 	if t.o.resume {
-		if f, off, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
+		if f, off, restart, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
 			return err
 		}
 	}
@@ -590,7 +593,7 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 		}
 	}
 	stop := watch(ctx, f)
-	p := t.rep.start(src, dst, off, fi.Size())
+	p := t.rep.startAfter(src, dst, off, fi.Size(), restart)
 	defer func() { p.end(ctx, err) }()
 	var n int64
 	if err = ctx.Err(); err == nil { // as in getFile
@@ -662,10 +665,7 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err
 	}
-	rerr := t.c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRemove, id, part)
-	})
-	if rerr != nil {
+	if rerr := t.c.sendRemove(ctx, part); rerr != nil {
 		return nil, err
 	}
 	return t.openRemote(ctx, part, flag, perm)

@@ -119,10 +119,11 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	var off int64
 	var f *File
+	var restart error // why a part file was not continued
 	if t.o.resume {
 		// A window on r from its position, so that offsets in the part are offsets in it.
 		from := io.NewSectionReader(src.ra, src.base, src.size)
-		if f, off, err = t.resumeRemotePart(ctx, part, from, src.size); err != nil {
+		if f, off, restart, err = t.resumeRemotePart(ctx, part, from, src.size); err != nil {
 			return 0, err
 		}
 	}
@@ -132,7 +133,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 		}
 	}
 	stop := watch(ctx, f)
-	p := t.rep.start("", dst, off, src.size)
+	p := t.rep.startAfter("", dst, off, src.size, restart)
 	defer func() { p.end(ctx, err) }()
 	if err = ctx.Err(); err == nil { // as in getFile
 		var head []byte
