@@ -33,6 +33,11 @@ type transferOptions struct {
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	// verify checks each file end to end (Verify), with verifyAlg or, when it is "",
+	// the Client's choice; sameContent makes SkipUnchanged compare hashes (verify.go).
+	verify      bool
+	verifyAlg   HashAlgorithm
+	sameContent bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
@@ -186,6 +191,8 @@ type getPutCall struct {
 	rootDir *Dir
 	// tree is the tree transfer this call runs, if it is one.
 	tree *treeRun
+	// check is the algorithm Verify uses for this call's files (verify.go).
+	check callCheck
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
@@ -405,16 +412,27 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
-	n, err := t.download(ctx, f, src, lf, off, size, p)
+	chk, err := t.startCheck(ctx, lf, off)
+	if err != nil {
+		closeWithin(t.ctx, f)
+		lf.Close()
+		return err
+	}
+	chk.askRemote(ctx, src)
+	defer chk.stop()
+	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
 	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
+	}
 	if err != nil {
 		lf.Close()
-		if off == 0 && n == 0 {
+		if off == 0 && n == 0 && !isVerifyError(err) {
 			t.local.remove(part)
 		}
 		return stopped(ctx, err)
@@ -424,15 +442,15 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 
 // download moves the data of f (opened on src, listed as size bytes) into lf from off,
 // by the two round trips of a small file or by the engine, and closes f.
-func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress, chk *fileCheck) (n int64, err error) {
 	if off == 0 && t.smallGet(size) {
-		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+		return t.getSmall(ctx, f, src, lf, size, p, chk) // closes f
 	}
 	stop := watch(ctx, f)
 	// Checked here too because the watch acts from another goroutine: a ctx that
 	// ended already (say from a progress callback) must not let data through first.
 	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
+		n, err = receive(f, lf, off, p, chk)
 	}
 	stop()
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
@@ -444,8 +462,9 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
 // offset as it arrives and reports n, the bytes received in one run from off: pieces
 // past them may be in lf (a failure, or a server that contradicted itself), so lf is
-// cut to off+n on every outcome. Resume trusts a part file's size.
-func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+// cut to off+n on every outcome. Resume trusts a part file's size. With Verify, chk
+// hashes what is received.
+func receive(f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -454,11 +473,11 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 			return 0, err
 		}
 	}
-	var w io.Writer = lf
+	var w localFile = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.WriteTo(w)
+	n, err := f.WriteTo(chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -520,29 +539,34 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	p := t.rep.start(src, dst, off, fi.Size())
 	defer func() { p.end(err) }()
 	var n int64
-	if err = ctx.Err(); err == nil { // as in getFile
+	var chk *fileCheck
+	if chk, err = t.startCheck(ctx, lf, off); err == nil && ctx.Err() == nil { // as in getFile
 		var data []byte
 		var small bool
 		if data, small, err = t.smallUpload(lf, fi, off); small {
 			stop()
-			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+			chk.hashData(data)
+			return t.putSmall(ctx, f, part, dst, data, fi, p, chk) // closes f
 		} else if err == nil {
-			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
+	} else if err == nil {
+		err = ctx.Err()
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, once the close is done (see
 	// keepPart).
-	return t.finishPut(ctx, f, part, dst, err, off+n, f.Close)
+	return t.finishPut(ctx, f, part, dst, err, off+n, f.Close, chk)
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
 // to be on the server: closeFile closes f (its error wrapped as File's are), then on any
-// failure the part is cut to acked (keepPart), else it is renamed to dst. The close and
-// the cut are waited for only while the call's ctx lasts; then they finish in the
+// failure the part is cut to acked (keepPart), else it is renamed to dst once chk (with
+// Verify) has found the server's hash of part to be that of the bytes sent. The close
+// and the cut are waited for only while the call's ctx lasts; then they finish in the
 // background, in that order.
-func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error, chk *fileCheck) error {
 	failed := err != nil
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
 		cerr := closeFile()
@@ -558,6 +582,9 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
+		return stopped(ctx, err)
+	}
+	if err := chk.verify(ctx, "put", dst, part, part, acked); err != nil {
 		return stopped(ctx, err)
 	}
 	return t.c.Rename(ctx, part, dst)
@@ -604,8 +631,8 @@ func (t *getPutCall) keepPart(ctx context.Context, part string, acked int64) {
 }
 
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
-// the bytes the server acknowledged.
-func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+// the bytes the server acknowledged. With Verify, chk hashes what is sent.
+func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64, chk *fileCheck) error {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return err
@@ -616,12 +643,12 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 	}
 	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
 	// ends, whether it grew since it was listed or not, as cp would copy it.
-	var src io.Reader = lf
+	var src localFile = lf
 	if p != nil {
 		src = &progressFile{f: lf, p: p}
 	}
 	var err error
-	if *n, err = f.ReadFrom(src); err != nil {
+	if *n, err = f.ReadFrom(chk.local(src)); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

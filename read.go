@@ -78,6 +78,9 @@ type readStream struct {
 	direct  bool              // w is an io.WriterAt: segments go out as they arrive
 	arrived prefixTracker     // direct: what has arrived, by offset; next is its prefix
 	wrote   prefixTracker     // what the writers reported, by offset
+	// sum, with Verify, hashes what the writers wrote, in offset order (sumfeed.go): a
+	// piece is reported written once hashed too.
+	sum *sumFeed
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -166,7 +169,7 @@ func (s *readStream) fillRedo() bool {
 			// waiting for, and only with nothing in flight or at a writer that could
 			// free room.
 			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
-			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
+			if len(s.reqs) > 0 || s.held > s.parked() || i < 0 {
 				return true
 			}
 		}
@@ -480,6 +483,12 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	s.written = make(chan writtenPiece, s.max+1)
 	s.wrote = newPrefixTracker(start, s.max)
 	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
+	if rs := sumOf(wa); rs != nil {
+		s.sum = startSumFeed(rs, s.max+1, func(p sumPiece) {
+			p.seg.resp.release()
+			s.written <- writtenPiece{off: p.off, n: p.n}
+		})
+	}
 	for range writeAtWorkers {
 		g.Go(func() error {
 			for {
@@ -493,6 +502,10 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 					return nil
 				}
 				n, err := wa.WriteAt(seg.data, base+seg.off-start)
+				if s.sum != nil && err == nil {
+					s.sum.put(sumPiece{off: seg.off, data: seg.data, seg: seg, n: n}) // reports it once hashed
+					continue
+				}
 				seg.resp.release()
 				s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
 				if err != nil {
@@ -507,6 +520,9 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	}
 	close(s.out)
 	werr := g.Wait()
+	if s.sum != nil {
+		s.sum.close() // what it held is reported now
+	}
 	for seg := range s.out { // never taken by a writer
 		seg.resp.release()
 		s.held--
@@ -524,6 +540,15 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 		return n, nil
 	}
 	return n, s.f.err("read", err)
+}
+
+// parked counts the pieces held that wait for an earlier one to be hashed (Verify):
+// no writer can free them, so the window rule's exception counts them as stuck.
+func (s *readStream) parked() int {
+	if s.sum == nil {
+		return 0
+	}
+	return int(s.sum.parked.Load())
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

@@ -117,6 +117,10 @@ type writeStream struct {
 	nonceFor *roundProof
 	heldBack *filledChunk
 	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
+
+	// sum, with Verify, hashes each chunk as it is handed out in offset order
+	// (sumfeed.go, verify.go sumChunk).
+	sum *sumFeed
 }
 
 func (f *File) newWriteStream(off int64) *writeStream {
@@ -209,9 +213,11 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	} else {
 		g.Go(func() error { return ws.readSeq(pctx, src) })
 	}
+	ws.startSum(src)
 	g.Go(ws.schedule)
 	g.Wait() // every failure is filed by offset in ws; the group's error adds nothing
 	halt()
+	ws.endSum()
 	ws.cleanup()
 	// A failed CLOSE of a sibling handle may be the only report of a lost write.
 	if err := ws.finish(); err != nil {
@@ -445,6 +451,7 @@ func (ws *writeStream) dispatch() {
 			}
 			if ws.armProof(c) { // held back until the round's siblings are proven
 				ws.takeReady(c)
+				ws.sumCopy(c)
 				continue
 			}
 		}
@@ -463,6 +470,9 @@ func (ws *writeStream) dispatch() {
 		if l.sibling {
 			held.refs.Store(2)
 			req.held = held
+		}
+		if !resend {
+			ws.sumHeld(c, held) // a resend was hashed when it first went out
 		}
 		id := l.cn.newID()
 		ws.reqs[id] = req

@@ -1,0 +1,275 @@
+package sftp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// Verify: each file of a Get or Put is hashed here while its bytes move (sumfeed.go),
+// the server is asked for its hash of the file (hash.go), and the part file is renamed
+// into place only when the two agree.
+
+// Verify makes Get and Put check each file end to end before it takes its name: the
+// bytes are hashed here as they move (no second read of anything this call moved), the
+// server is asked for its hash of the file it holds (for Put, the part file once
+// written and closed; for Get, the source, asked beside the transfer), and the part
+// file is renamed into place only when the two hashes agree. Otherwise the call fails
+// with a *VerifyError naming the file, the algorithm and both hashes, and the part
+// file is kept for inspection (remove it to start over: Resume would continue it). A
+// resumed file is checked whole: the part's prefix from the earlier run (Get) or the
+// local source's (Put) is hashed first.
+//
+// The algorithm is SHA-256, unless the server hashes another one cheaply and SHA-256
+// only by reading (see VerifyWith). How the server's hash is had decides the cost (see
+// Client.Hash): with the check-file extension (ProFTPD) or a hash command
+// (WithHashCommand: OpenSSH with coreutils, SFTPGo, rclone) only the digest crosses the
+// network; otherwise the file is read back from the server after a Put, or a second
+// time after a Get, which doubles what the transfer moves. On OpenSSH, enable
+// WithHashCommand to make Verify cheap.
+//
+// What it proves: the file the server holds under the part name (Put), or under the
+// source's name (Get), has the hash of the bytes the local side sent or received, so no
+// byte was lost, doubled, reordered or changed between the two ends, whatever the
+// engine, a resume or the network did. What it does not: the server computes its own
+// hash, so a server that lies about it, or stores one thing and serves another, can
+// make the check fail but not pass wrongly only if it hashes the bytes it holds; and a
+// Get's source that changes while it is copied fails the check (the hash is taken beside
+// the transfer). Put in place onto a remote device is not checked. A file written in
+// place locally (a device, FIFO or terminal) is checked after it is written: a failure
+// is reported, the bytes are already there.
+func Verify() TransferOption {
+	return func(o *transferOptions) error { o.verify = true; return nil }
+}
+
+// VerifyWith is Verify with the algorithm alg (SHA256, SHA512, SHA1 or MD5), whatever
+// the server offers: a server that hashes alg cheaply makes it cheap, else the file is
+// read back.
+func VerifyWith(alg HashAlgorithm) TransferOption {
+	return func(o *transferOptions) error {
+		if _, err := alg.newHash(); err != nil {
+			return fmt.Errorf("sftp: VerifyWith: %w", err)
+		}
+		o.verify, o.verifyAlg = true, alg
+		return nil
+	}
+}
+
+// VerifyError is the failure of Verify: the file's hash on the server is not the hash
+// of the bytes sent or received. The part file holding those bytes is kept.
+type VerifyError struct {
+	Op        string        // "get" or "put"
+	Path      string        // the remote file: a Get's source, a Put's destination
+	Part      string        // the part file kept (local for Get, remote for Put); "" when written in place
+	Algorithm HashAlgorithm //
+	Local     []byte        // the hash of the bytes this side sent or received
+	Remote    []byte        // the server's hash of the file it holds
+}
+
+func (e *VerifyError) Error() string {
+	kept := ""
+	if e.Part != "" {
+		kept = "; the part file " + e.Part + " is kept"
+	}
+	return fmt.Sprintf("sftp: verify %s %s: %s %x here, %x on the server%s", e.Op, e.Path, e.Algorithm, e.Local, e.Remote, kept)
+}
+
+// callCheck is a call's choice of algorithm, made by its first file.
+type callCheck struct {
+	mu  sync.Mutex
+	alg HashAlgorithm
+}
+
+// checkAlgorithm returns the algorithm the call's files are verified with: the one the
+// caller named, else the Client's choice, made once.
+func (t *getPutCall) checkAlgorithm(ctx context.Context) HashAlgorithm {
+	if t.o.verifyAlg != "" {
+		return t.o.verifyAlg
+	}
+	t.check.mu.Lock()
+	defer t.check.mu.Unlock()
+	if t.check.alg == "" {
+		t.check.alg = t.c.verifyAlgorithm(ctx)
+	}
+	return t.check.alg
+}
+
+// verifyAlgorithm is the algorithm Verify uses by default on c: SHA-256 (with SHA-NI or
+// ARMv8's SHA2 the cheapest to hash here), unless the server hashes it only by reading
+// back while it runs the command of another one, SHA-512 (as strong), then SHA-1 or
+// MD5 (weak against a forger, which the server would need to be, but they catch any
+// accident), which keeps the check from costing a second transfer. What the Client
+// learns is kept: the choice is made once.
+func (c *Client) verifyAlgorithm(ctx context.Context) HashAlgorithm {
+	c.hashes.mu.Lock()
+	chosen := c.hashes.verify
+	c.hashes.mu.Unlock()
+	if chosen != "" {
+		return chosen
+	}
+	if !c.opts.hashCommand || c.sshConn() == nil {
+		return SHA256 // nothing to learn before the first file: check-file or reading
+	}
+	if learned(c.hashes.checkFile.Load()) == unknown {
+		c.learnCheckFile(ctx)
+	}
+	alg, sure := SHA256, true
+	if learned(c.hashes.checkFile.Load()) != offered {
+		alg, sure = c.cheapestCommand(ctx)
+	}
+	if sure {
+		c.hashes.mu.Lock()
+		c.hashes.verify = alg
+		c.hashes.mu.Unlock()
+	}
+	return alg
+}
+
+// cheapestCommand returns the first algorithm, strongest first, whose command the
+// server runs; SHA-256 when none does. sure is false when a probe could not tell.
+func (c *Client) cheapestCommand(ctx context.Context) (alg HashAlgorithm, sure bool) {
+	sure = true
+	for _, a := range HashAlgorithms() {
+		switch c.probeCommand(ctx, a) {
+		case offered:
+			return a, sure
+		case unknown:
+			sure = false
+		}
+	}
+	return SHA256, sure
+}
+
+// fileCheck is the Verify of one file: the running hash of its bytes here, and the
+// server's, asked for beside a Get.
+type fileCheck struct {
+	t      *getPutCall
+	rs     *runningSum
+	remote chan remoteDigest // a Get's cheap digest under way; nil when none was asked
+	cancel context.CancelFunc
+}
+
+type remoteDigest struct {
+	sum []byte
+	ok  bool
+	err error
+}
+
+// startCheck begins the Verify of a file, nil without Verify. off bytes were moved by
+// an earlier run (Resume): they are hashed from r, the local part (Get) or source
+// (Put), before the transfer goes on from there.
+func (t *getPutCall) startCheck(ctx context.Context, r io.ReaderAt, off int64) (*fileCheck, error) {
+	if !t.o.verify {
+		return nil, nil
+	}
+	rs, err := newRunningSum(t.checkAlgorithm(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if off > 0 {
+		if err := rs.prefix(r, off); err != nil {
+			return nil, err
+		}
+	}
+	return &fileCheck{t: t, rs: rs}, nil
+}
+
+// askRemote asks the server for its hash of name now, beside the transfer, when it has
+// a cheap means: a Get's source is there from the start.
+func (k *fileCheck) askRemote(ctx context.Context, name string) {
+	if k == nil {
+		return
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	k.cancel = cancel
+	k.remote = make(chan remoteDigest, 1)
+	go func() {
+		sum, _, ok, err := k.t.c.cheapSum(rctx, name, k.rs.alg, 0, -1)
+		k.remote <- remoteDigest{sum, ok, err}
+	}()
+}
+
+// stop ends a digest still being asked for, and waits for it: no goroutine outlives
+// the file's transfer.
+func (k *fileCheck) stop() {
+	if k == nil || k.remote == nil {
+		return
+	}
+	k.cancel()
+	<-k.remote
+	k.remote = nil
+}
+
+// local makes lf, the local end of the transfer, hash what the engine moves through it.
+func (k *fileCheck) local(lf localFile) localFile {
+	if k == nil {
+		return lf
+	}
+	return &summedFile{localFile: lf, rs: k.rs}
+}
+
+// writer makes w hash what is written to it, in order: for the transfers that move the
+// data in order (small files, destinations written in place).
+func (k *fileCheck) writer(w io.Writer) io.Writer {
+	if k == nil {
+		return w
+	}
+	return io.MultiWriter(w, k.rs)
+}
+
+// hashData hashes data, the whole of a small file sent in one WRITE.
+func (k *fileCheck) hashData(data []byte) {
+	if k != nil {
+		k.rs.write(0, data)
+	}
+}
+
+// verify compares the hash of the size bytes moved with the server's hash of held,
+// the file it holds (a Get's source, a Put's part), and fails with a *VerifyError
+// naming path and part when they differ. The server's is the one asked for beside the
+// transfer, else one had cheaply now, else the file read back (in the call's share of
+// the window, as its transfer was).
+func (k *fileCheck) verify(ctx context.Context, op, path, held, part string, size int64) error {
+	if k == nil {
+		return nil
+	}
+	local, err := k.rs.sum(size)
+	if err != nil {
+		return err
+	}
+	remote, err := k.remoteSum(ctx, held)
+	if err != nil {
+		return fmt.Errorf("sftp: verify: the server's %s hash of %s: %w", k.rs.alg, held, err)
+	}
+	if !bytes.Equal(local, remote) {
+		return &VerifyError{Op: op, Path: path, Part: part, Algorithm: k.rs.alg, Local: local, Remote: remote}
+	}
+	return nil
+}
+
+func (k *fileCheck) remoteSum(ctx context.Context, name string) ([]byte, error) {
+	if k.remote != nil {
+		d := <-k.remote
+		k.remote = nil
+		if d.ok || d.err != nil {
+			return d.sum, d.err
+		}
+	} else if sum, _, ok, err := k.t.c.cheapSum(ctx, name, k.rs.alg, 0, -1); ok || err != nil {
+		return sum, err
+	}
+	f, err := k.t.openRemote(ctx, name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return sumFile(ctx, f, k.rs.alg, 0, -1)
+}
+
+// isVerifyError reports a file that moved but failed its check: its part file is kept.
+func isVerifyError(err error) bool {
+	var ve *VerifyError
+	return errors.As(err, &ve)
+}
