@@ -245,7 +245,7 @@ func (f *File) sumTo(rs *runningSum, off, n int64) (int64, error) {
 type summedDiscard struct{ rs *runningSum }
 
 func (d *summedDiscard) WriteAt(b []byte, _ int64) (int, error) { return len(b), nil }
-func (d *summedDiscard) runningSum() *runningSum                 { return d.rs }
+func (d *summedDiscard) runningSum() *runningSum                { return d.rs }
 
 // unwrapPath drops a *fs.PathError's wrapping, for a call that wraps its own.
 func unwrapPath(err error) error {
