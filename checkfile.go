@@ -24,10 +24,16 @@ import (
 //     the extension in a version 3 session (later versions advertise "check-file",
 //     with "1" as data rather than a list of algorithms). Its reply leaves out the
 //     "check-file" string the draft puts before the algorithm. It knows md5, sha1,
-//     sha224, sha256, sha384 and sha512, refuses an unknown algorithm, an empty file
-//     and an offset at or past the end with OP_UNSUPPORTED (its "invalid parameter" in
-//     version 3), and hashes what there is of a range that goes past the end. It
-//     hashes in its session's one process, so the channel's other requests wait.
+//     sha224, sha256, sha384 and sha512, and refuses an unknown algorithm, an empty
+//     file and an offset at or past the end with OP_UNSUPPORTED (its "invalid
+//     parameter" in version 3). Only a range to the end of the file (length 0) is
+//     hashed right: 1.3.8 takes a length n from offset off as off+n bytes (a range of
+//     5000 bytes from 1000 hashes 6000), and when that is not a multiple of its read
+//     buffer (four file-system blocks, 16 KiB here) the last read overshoots and its
+//     count of bytes left wraps, so it hashes on to the end of the file (later
+//     versions fix the first bug, not the second). So this client asks it for whole
+//     files, or ranges to the end, only. It hashes in its session's one process, so the
+//     channel's other requests wait.
 //   - paramiko advertises "check-file" with "md5,sha1" but serves only its own
 //     request, named "check-file" and taking a handle (OP_UNSUPPORTED to the draft's
 //     names), and gets it wrong past 64 KiB: the offset it reads from moves by the
@@ -48,16 +54,16 @@ const (
 	checkFileReplyTag = "check-file" // what the draft puts before the algorithm
 )
 
-// checkFileSum asks the server for the alg digest of n bytes of name from off (n < 0:
-// to the end) with check-file-name. ok is false when the server did not hash it (it
-// lacks the extension, or refused this algorithm or range): then the next means is
-// tried. A reply that answers with another algorithm or a digest of the wrong length
-// is an error, not a reason to try elsewhere: the server said something false.
-func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorithm, off, n int64) (sum []byte, ok bool, err error) {
+// checkFileSum asks the server for the alg digest of name from off to the end with
+// check-file-name. ok is false when the server did not hash it (it lacks the
+// extension, or refused this algorithm or range): then the next means is tried. A
+// reply that answers with another algorithm or a digest of the wrong length is an
+// error, not a reason to try elsewhere: the server said something false.
+func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorithm, off int64) (sum []byte, ok bool, err error) {
 	if learned(c.hashes.checkFile.Load()) == refused {
 		return nil, false, nil
 	}
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendCheckFileName(nil, id, name, alg, off, n) })
+	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendCheckFileName(nil, id, name, alg, off, -1) })
 	if err != nil {
 		return nil, false, err
 	}

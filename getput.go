@@ -384,7 +384,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 // local destination's root.
 func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
-	if t.o.skipUnchanged && t.local.unchangedLocal(dst, fi) {
+	if t.o.skipUnchanged && t.unchangedGet(ctx, src, dst, fi) {
 		t.rep.skip(src, dst, size)
 		return nil
 	}
@@ -513,7 +513,7 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 // putFile copies the local regular file src to the remote path dst.
 func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
 	src, fi := ls.path, ls.info
-	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+	if t.o.skipUnchanged && t.unchangedPut(ctx, ls, dst) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}

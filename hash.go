@@ -178,13 +178,17 @@ func (c *Client) remoteSum(ctx context.Context, name string, alg HashAlgorithm, 
 	return sum, hashByReading, err
 }
 
-// cheapSum is remoteSum by the means that move only the digest: check-file, then the
-// command (which hashes whole files only). ok is false when neither could.
+// cheapSum is remoteSum by the means that move only the digest: check-file for a range
+// to the end of the file (the only ranges ProFTPD hashes right, see checkfile.go), then
+// the command, for a whole file. ok is false when neither could.
 func (c *Client) cheapSum(ctx context.Context, name string, alg HashAlgorithm, off, n int64) (sum []byte, by hashBy, ok bool, err error) {
-	if sum, ok, err := c.checkFileSum(ctx, name, alg, off, n); ok || err != nil {
+	if n >= 0 {
+		return nil, hashByNothing, false, nil
+	}
+	if sum, ok, err := c.checkFileSum(ctx, name, alg, off); ok || err != nil {
 		return sum, hashByCheckFile, ok, err
 	}
-	if off == 0 && n < 0 {
+	if off == 0 {
 		if sum, ok, err := c.commandSum(ctx, name, alg); ok || err != nil {
 			return sum, hashByCommand, ok, err
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // Hashing with a command on the SSH connection (WithHashCommand): "sha256sum PATH" in
@@ -80,8 +82,13 @@ func (c *Client) commandSum(ctx context.Context, name string, alg HashAlgorithm)
 	}
 	abs := name
 	if !path.IsAbs(name) {
-		if abs, err = c.RealPath(ctx, name); err != nil {
-			return nil, false, unwrapPath(err)
+		// REALPATH, not RealPath: a name starting with "~" is a name here, as it is to
+		// every other SFTP request, not a home directory to expand.
+		abs, err = c.nameCall(ctx, "REALPATH", func(id uint32) []byte {
+			return appendString1(nil, sshfx.TypeRealpath, id, name)
+		})
+		if err != nil {
+			return nil, false, err
 		}
 	}
 	if strings.IndexByte(abs, 0) >= 0 {
