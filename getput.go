@@ -412,7 +412,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
-	chk, err := t.startCheck(ctx, lf, off)
+	chk, err := t.startGetCheck(ctx, part, lf, off)
 	if err != nil {
 		closeWithin(t.ctx, f)
 		lf.Close()

@@ -246,6 +246,8 @@ func (s *readStream) more() bool {
 	case w := <-s.written:
 		s.held--
 		s.wrote.done(w.off, w.n)
+	case <-s.parkedWake():
+		// A piece parked for hashing: the window rule's exception may apply now.
 	case <-s.ctx.Done():
 		err := context.Cause(s.ctx)
 		if s.f.ctx.Err() != nil {
@@ -549,6 +551,15 @@ func (s *readStream) parked() int {
 		return 0
 	}
 	return int(s.sum.parked.Load())
+}
+
+// parkedWake is the channel that says a piece was parked for hashing; nil without
+// Verify.
+func (s *readStream) parkedWake() <-chan struct{} {
+	if s.sum == nil {
+		return nil
+	}
+	return s.sum.parkedWake
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

@@ -143,16 +143,18 @@ type sumFeed struct {
 	release func(sumPiece)
 	done    chan struct{}
 	// parked counts pieces waiting for an earlier one: the read side's window rule
-	// must know which held pieces no writer can free (read.go fillRedo).
-	parked  atomic.Int32
-	waiting map[int64]sumPiece
+	// must know which held pieces no writer can free (read.go fillRedo), and parking
+	// one wakes it (parkedWake) to look again, as nothing else might.
+	parked     atomic.Int32
+	parkedWake chan struct{}
+	waiting    map[int64]sumPiece
 }
 
 // startSumFeed starts the feed's goroutine. room is the most pieces that can be handed
 // to it and not yet given back, so put never blocks.
 func startSumFeed(rs *runningSum, room int, release func(sumPiece)) *sumFeed {
 	sf := &sumFeed{rs: rs, in: make(chan sumPiece, room), release: release,
-		done: make(chan struct{}), waiting: make(map[int64]sumPiece)}
+		done: make(chan struct{}), parkedWake: make(chan struct{}, 1), waiting: make(map[int64]sumPiece)}
 	go sf.run()
 	return sf
 }
@@ -174,6 +176,10 @@ func (sf *sumFeed) run() {
 		if p.off != sf.rs.next {
 			sf.waiting[p.off] = p
 			sf.parked.Add(1)
+			select {
+			case sf.parkedWake <- struct{}{}:
+			default: // a wake is pending already
+			}
 			continue
 		}
 		sf.hash(p)

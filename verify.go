@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 )
@@ -176,6 +177,28 @@ func (t *getPutCall) startCheck(ctx context.Context, r io.ReaderAt, off int64) (
 		}
 	}
 	return &fileCheck{t: t, rs: rs}, nil
+}
+
+// startGetCheck is startCheck for a Get into lf, the local part file named part, open
+// for writing only: its prefix is read through a second handle, checked to be the same
+// file.
+func (t *getPutCall) startGetCheck(ctx context.Context, part string, lf *os.File, off int64) (*fileCheck, error) {
+	if !t.o.verify || off == 0 {
+		return t.startCheck(ctx, nil, 0)
+	}
+	fi, err := lf.Stat()
+	if err != nil {
+		return nil, err
+	}
+	rf, err := t.local.root.OpenFile(part, os.O_RDONLY|localOpenFlags, 0)
+	if err != nil {
+		return nil, t.local.err(err)
+	}
+	defer rf.Close()
+	if err := checkOpened(rf, fi, fs.FileMode.IsRegular); err != nil {
+		return nil, pathErr("verify", t.local.path(part), err)
+	}
+	return t.startCheck(ctx, rf, off)
 }
 
 // askRemote asks the server for its hash of name now, beside the transfer, when it has
