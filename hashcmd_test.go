@@ -3,6 +3,7 @@
 package sftp
 
 import (
+	"bytes"
 	"io"
 	"context"
 	"crypto/md5"
@@ -323,3 +324,82 @@ func TestProbeCommand(t *testing.T) {
 }
 
 
+
+// sumCommands answers the commands of algs with the real digest of the file named, or
+// of nothing when none is; every other command is not found (127).
+func sumCommands(s **execSSH, algs ...HashAlgorithm) func(cmd string) execAnswer {
+	return func(cmd string) execAnswer {
+		word, arg, _ := strings.Cut(cmd, " ")
+		for _, alg := range algs {
+			if word != commandNames[alg] {
+				continue
+			}
+			var data []byte
+			name := "-"
+			if arg != "" {
+				name = strings.ReplaceAll(arg, `\`, "")
+				var err error
+				if data, err = (*s).srv.ReadFile(name); err != nil {
+					return execAnswer{stderr: err.Error(), status: 1}
+				}
+			}
+			return execAnswer{stdout: hex.EncodeToString(sumsOf(data)[alg]) + "  " + name + "\n"}
+		}
+		return execAnswer{stderr: "sh: " + word + ": not found\n", status: 127}
+	}
+}
+
+// TestVerifyPicksCheapCommand: against a server that runs only sha1sum and md5sum (what
+// SFTPGo enables by default), Verify picks SHA-1, which the server hashes, rather than
+// SHA-256, which would mean reading the file back; the choice is made once.
+func TestVerifyPicksCheapCommand(t *testing.T) {
+	var s *execSSH
+	s = startExecSSH(t, testserver.Options{}, sumCommands(&s, SHA1, MD5))
+	tap := &xsTap{}
+	c := s.client(t, WithHashCommand(), withStreamWrap(tapStreams(tap)))
+	data := randBytes(700<<10, 12)
+	src := filepath.Join(t.TempDir(), "src")
+	writeLocal(t, src, data, 0o644)
+	ctx := testCtx(t)
+	require.NoError(t, c.Put(ctx, src, "up", Verify()))
+	require.NotContains(t, tap.requests(), sshfx.TypeRead, "the server hashed: nothing read back")
+	require.Equal(t, []string{"sha256sum", "sha512sum", "sha1sum", `sha1sum /.up.sluice-part`}, s.ran())
+	require.NoError(t, c.Put(ctx, src, "again", Verify()))
+	require.Equal(t, `sha1sum /.again.sluice-part`, s.ran()[4], "chosen once")
+	got, err := s.srv.ReadFile("up")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got))
+}
+
+// TestVerifyByCommandSSHD: with the command on OpenSSH, Verify reads nothing back: a
+// Put sends no READ at all, a Get reads the file once.
+func TestVerifyByCommandSSHD(t *testing.T) {
+	dir := shmDir(t)
+	require.NoError(t, os.Chmod(dir, 0o777))
+	sshd := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{SFTPServerArgs: []string{"-d", dir}, LoginUser: "sluicebench"})
+	sc, err := sshd.Dial()
+	require.NoError(t, err)
+	t.Cleanup(func() { sc.Close() })
+	tap := &xsTap{}
+	c, err := NewClient(testCtx(t), sc, WithHashCommand(), withStreamWrap(tapStreams(tap)))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	data := randBytes(5<<20+3, 13)
+	src := filepath.Join(t.TempDir(), "src")
+	writeLocal(t, src, data, 0o644)
+	ctx := testCtx(t)
+	tap.reset()
+	require.NoError(t, c.Put(ctx, src, "up", Verify()))
+	require.NotContains(t, tap.requests(), sshfx.TypeRead)
+	tap.reset()
+	back := filepath.Join(t.TempDir(), "back")
+	require.NoError(t, c.Get(ctx, "up", back, Verify()))
+	_, datas := tap.seen()
+	total := 0
+	for _, n := range datas {
+		total += n
+	}
+	require.Equal(t, len(data), total, "the file crossed once")
+	require.True(t, bytes.Equal(data, readLocal(t, back)))
+	require.Equal(t, SHA256, c.verifyAlgorithm(ctx))
+}
