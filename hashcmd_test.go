@@ -4,7 +4,6 @@ package sftp
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"crypto/md5"
 	"crypto/sha1"
@@ -12,6 +11,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -322,8 +322,6 @@ func TestProbeCommand(t *testing.T) {
 	require.Equal(t, offered, c.probeCommand(ctx, SHA1), "remembered")
 	require.Equal(t, []string{"sha256sum", "sha1sum", "md5sum"}, s.ran())
 }
-
-
 
 // sumCommands answers the commands of algs with the real digest of the file named, or
 // of nothing when none is; every other command is not found (127).

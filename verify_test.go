@@ -385,5 +385,3 @@ func flipFirstData() func(testserver.Request, []byte) [][]byte {
 		return [][]byte{p}
 	}
 }
-
-
