@@ -22,7 +22,11 @@ Where the copy lands is rsync's rule:
 
 Each file is written under .NAME.sluice-part and renamed into place when complete; -a
 continues part files. A tree goes on past a file that fails and exits 1 with the count of
-failures (--fail-fast stops at the first). Links inside a tree are copied as links.`,
+failures (--fail-fast stops at the first). Links inside a tree are copied as links.
+
+--verify hashes each file as it is sent and renames it into place only if the server's
+hash of it agrees; against OpenSSH add --hash-command, or the file is read back to hash it.
+--checksum skips files whose remote copy has the same size and hash, whatever the times.`,
 	"get": `Download REMOTE files (directories with -r) to LOCAL. REMOTE may be a glob.
 
 Where the copy lands is rsync's rule, the same as put's:
@@ -38,7 +42,11 @@ The server never names a local file: only what you typed, or what was listed und
 you typed. -p and --sync never change the mode or times of a directory you named as the
 destination, only of what the copy made. Each file is written under NAME.sluice-part and
 renamed into place when complete; -a continues part files. A tree goes on past a file
-that fails and exits 1 with the count (--fail-fast stops at the first).`,
+that fails and exits 1 with the count (--fail-fast stops at the first).
+
+--verify hashes each file as it arrives and renames it into place only if the server's
+hash of the source agrees; against OpenSSH add --hash-command, or the file is read twice.
+--checksum skips files whose local copy has the same size and hash, whatever the times.`,
 	"ls":    "List remote files and directories, sorted by name; -l shows modes, owners (names where the\nserver gives them, ids otherwise), sizes, times and link targets. REMOTE may be a glob.",
 	"rm":    "Remove remote files; -r removes directories and everything in them. REMOTE may be a glob.",
 	"mkdir": "Make remote directories; -p makes the parents too, and an existing directory is no error.",
@@ -50,6 +58,14 @@ symbolic (u+x, go-w, a=r, +x, u=rwx,g=rx,o=, X for directories). Without u, g, o
 a symbolic mode acts on all three (the local umask is nothing to the server).`,
 	"df":         "Show the size, use and free space of the file systems holding remote paths\n(statvfs@openssh.com), in 1K-blocks or with -h in K, M, G.",
 	"cat":        "Write remote files to standard output, one after another. REMOTE may be a glob.",
+	"sum": `Print the hash of remote files (sha256 unless -a says otherwise), one line each as
+sha256sum prints them, so that a copy can be checked with sha256sum -c. REMOTE may be a
+glob. The server hashes the file where it can: with the check-file extension (ProFTPD),
+or by running sha256sum (sha1sum, md5sum...) when --hash-command allows it (OpenSSH,
+SFTPGo, rclone); otherwise the file is read and hashed here, which costs what a download
+costs. A file that cannot be hashed is reported, the others go on, and the exit status is 1.
+  sluice sum box:big.iso > big.iso.sha256         then, beside the copy: sha256sum -c big.iso.sha256
+  sluice --hash-command sum -a md5 'box:logs/*'   the server hashes; only the hashes cross`,
 	"help":       "Show a command's page: sluice help COMMAND. sluice -h is the one-screen summary.",
 	"completion": "Print a completion script for bash or zsh: commands, flags and local paths.\n  source <(sluice completion bash)     # or in ~/.bashrc\n  source <(sluice completion zsh)      # or in ~/.zshrc",
 }

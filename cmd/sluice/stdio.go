@@ -32,6 +32,8 @@ func (x *xferFlags) stdioRefused() string {
 		return "--retries"
 	case x.failFast:
 		return "--fail-fast"
+	case x.checksum:
+		return "--checksum"
 	}
 	return ""
 }
@@ -49,17 +51,18 @@ func (a *app) getToStdout(ctx context.Context, rs []remote, x *xferFlags) (err e
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "get")
+	return a.catFiles(ctx, s.client, rs, "get", x.verify)
 }
 
-// catFiles copies the remote files rs name (globs matched) to standard output.
-func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string) error {
+// catFiles copies the remote files rs name (globs matched) to standard output; with
+// verify, each is then checked against the server's hash (it is written already).
+func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string, verify bool) error {
 	paths, err := a.remotePaths(ctx, c, rs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	for _, p := range paths {
-		if err := a.catOne(ctx, c, p); err != nil {
+		if err := a.catOne(ctx, c, p, verify); err != nil {
 			return fmt.Errorf("%s: %w", op, describe(err, p))
 		}
 	}
@@ -68,7 +71,7 @@ func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op stri
 
 // catOne streams one remote file to standard output. The open is bounded by
 // --timeout; the copy by ctx (Ctrl-C), as a transfer is.
-func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
+func (a *app) catOne(ctx context.Context, c *sftp.Client, p string, verify bool) error {
 	octx, cancel := a.opCtx(ctx)
 	f, err := c.Open(octx, p)
 	err = a.timeoutError(ctx, octx, "open "+p, err)
@@ -77,11 +80,15 @@ func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	_, err = f.WriteTo(a.stdout)
+	chk := newStreamCheck(verify)
+	_, err = f.WriteTo(chk.writer(a.stdout))
 	if !stop() {
 		return ctx.Err()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = chk.check(ctx, c, "get", p, p, "")
+	}
+	return err
 }
 
 // putFromStdin uploads standard input to r, which must name a file.
@@ -105,15 +112,17 @@ func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err err
 	case isDir:
 		return fmt.Errorf("put: %s is a directory: standard input has no name, give the file's", escapeText(dst))
 	}
-	if err := a.streamUp(ctx, c.client, a.stdin, dst, x.fsync); err != nil {
+	if err := a.streamUp(ctx, c.client, a.stdin, dst, x.fsync, x.verify); err != nil {
 		return fmt.Errorf("put - -> %s: %w", dst, err)
 	}
 	return nil
 }
 
-// streamUp writes r to the part name beside dst, then renames it over dst. A failed
-// upload removes its part file: a stream cannot be resumed.
-func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst string, fsync bool) error {
+// streamUp writes r to the part name beside dst, then renames it over dst (with verify,
+// once the server's hash of the part is that of the bytes read). A failed upload
+// removes its part file, as a stream cannot be resumed; one that fails its check is
+// kept.
+func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst string, fsync, verify bool) error {
 	part := path.Join(path.Dir(dst), "."+path.Base(dst)+".sluice-part")
 	octx, cancel := a.opCtx(ctx)
 	f, err := c.OpenFile(octx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -123,7 +132,8 @@ func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst str
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	_, err = f.ReadFrom(r)
+	chk := newStreamCheck(verify)
+	_, err = f.ReadFrom(chk.reader(r))
 	if err == nil && fsync {
 		err = f.Sync()
 	}
@@ -132,6 +142,9 @@ func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst str
 	}
 	err = errors.Join(err, f.Close())
 	if err == nil {
+		if err = chk.check(ctx, c, "put", dst, part, part); err != nil {
+			return err // the part is kept, to look at
+		}
 		err = c.Rename(ctx, part, dst)
 	}
 	if err != nil {
@@ -149,5 +162,5 @@ func (a *app) cat(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "cat")
+	return a.catFiles(ctx, s.client, rs, "cat", false)
 }

@@ -22,6 +22,7 @@ const maxParallel = 1024
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
+	verify, checksum                                bool // sum.go
 	parallel                                        int // 0: the library's default
 	retries                                         int
 }
@@ -35,6 +36,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
+	x.registerSums(fs)
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
 }
 
@@ -52,6 +54,7 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.sync {
 		opts = append(opts, sftp.SkipUnchanged())
 	}
+	opts = append(opts, x.sumOptions()...)
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}
