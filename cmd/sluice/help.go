@@ -56,8 +56,8 @@ source's name. Several sources, or a glob, need a directory. Both ends are on on
 	"chmod": `Set the permission bits of remote files, as chmod(1) takes them: octal (644, 0755) or
 symbolic (u+x, go-w, a=r, +x, u=rwx,g=rx,o=, X for directories). Without u, g, o or a
 a symbolic mode acts on all three (the local umask is nothing to the server).`,
-	"df":         "Show the size, use and free space of the file systems holding remote paths\n(statvfs@openssh.com), in 1K-blocks or with -h in K, M, G.",
-	"cat":        "Write remote files to standard output, one after another. REMOTE may be a glob.",
+	"df":  "Show the size, use and free space of the file systems holding remote paths\n(statvfs@openssh.com), in 1K-blocks or with -h in K, M, G.",
+	"cat": "Write remote files to standard output, one after another. REMOTE may be a glob.",
 	"sum": `Print the hash of remote files (sha256 unless -a says otherwise), one line each as
 sha256sum prints them, so that a copy can be checked with sha256sum -c. REMOTE may be a
 glob. The server hashes the file where it can: with the check-file extension (ProFTPD),

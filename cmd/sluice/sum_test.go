@@ -131,5 +131,3 @@ func TestSumHashCommand(t *testing.T) {
 	r = runCLI(t, "--hash-command", "sum", filepath.Join(dir, "f"))
 	require.Equal(t, exitUsage, r.code)
 }
-
-

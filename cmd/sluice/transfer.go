@@ -23,7 +23,7 @@ type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
 	verify, checksum                                bool // sum.go
-	parallel                                        int // 0: the library's default
+	parallel                                        int  // 0: the library's default
 	retries                                         int
 }
 
