@@ -56,16 +56,8 @@ source's name. Several sources, or a glob, need a directory. Both ends are on on
 	"chmod": `Set the permission bits of remote files, as chmod(1) takes them: octal (644, 0755) or
 symbolic (u+x, go-w, a=r, +x, u=rwx,g=rx,o=, X for directories). Without u, g, o or a
 a symbolic mode acts on all three (the local umask is nothing to the server).`,
-	"df":  "Show the size, use and free space of the file systems holding remote paths\n(statvfs@openssh.com), in 1K-blocks or with -h in K, M, G.",
-	"cat": "Write remote files to standard output, one after another. REMOTE may be a glob.",
-	"sum": `Print the hash of remote files (sha256 unless -a says otherwise), one line each as
-sha256sum prints them, so that a copy can be checked with sha256sum -c. REMOTE may be a
-glob. The server hashes the file where it can: with the check-file extension (ProFTPD),
-or by running sha256sum (sha1sum, md5sum...) when --hash-command allows it (OpenSSH,
-SFTPGo, rclone); otherwise the file is read and hashed here, which costs what a download
-costs. A file that cannot be hashed is reported, the others go on, and the exit status is 1.
-  sluice sum box:big.iso > big.iso.sha256         then, beside the copy: sha256sum -c big.iso.sha256
-  sluice --hash-command sum -a md5 'box:logs/*'   the server hashes; only the hashes cross`,
+	"df":         "Show the size, use and free space of the file systems holding remote paths\n(statvfs@openssh.com), in 1K-blocks or with -h in K, M, G.",
+	"cat":        "Write remote files to standard output, one after another. REMOTE may be a glob.",
 	"help":       "Show a command's page: sluice help COMMAND. sluice -h is the one-screen summary.",
 	"completion": "Print a completion script for bash or zsh: commands, flags and local paths.\n  source <(sluice completion bash)     # or in ~/.bashrc\n  source <(sluice completion zsh)      # or in ~/.zshrc",
 }

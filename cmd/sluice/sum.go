@@ -19,6 +19,17 @@ import (
 // server answers it, a command such as sha256sum where --hash-command allows it, else
 // the file is read and hashed here.
 
+func init() {
+	helpPages["sum"] = `Print the hash of remote files (sha256 unless -a says otherwise), one line each as
+sha256sum prints them, so that a copy can be checked with sha256sum -c. REMOTE may be a
+glob. The server hashes the file where it can: with the check-file extension (ProFTPD),
+or by running sha256sum (sha1sum, md5sum...) when --hash-command allows it (OpenSSH,
+SFTPGo, rclone); otherwise the file is read and hashed here, which costs what a download
+costs. A file that cannot be hashed is reported, the others go on, and the exit status is 1.
+  sluice sum box:big.iso > big.iso.sha256         then, beside the copy: sha256sum -c big.iso.sha256
+  sluice --hash-command sum -a md5 'box:logs/*'   the server hashes; only the hashes cross`
+}
+
 func sumCommand() command {
 	return command{"sum [-a sha256|sha512|sha1|md5] REMOTE...", 1, 0, false, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 		alg := fs.String("a", "sha256", "the hash `algorithm`: sha256, sha512, sha1 or md5")

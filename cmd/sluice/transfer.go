@@ -22,8 +22,8 @@ const maxParallel = 1024
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
-	verify, checksum                                bool // sum.go
-	parallel                                        int  // 0: the library's default
+	verify, checksum                                bool
+	parallel                                        int // 0: the library's default
 	retries                                         int
 }
 
