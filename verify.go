@@ -34,15 +34,14 @@ import (
 // WithHashCommand to make Verify cheap.
 //
 // What it proves: the file the server holds under the part name (Put), or under the
-// source's name (Get), has the hash of the bytes the local side sent or received, so no
-// byte was lost, doubled, reordered or changed between the two ends, whatever the
-// engine, a resume or the network did. What it does not: the server computes its own
-// hash, so a server that lies about it, or stores one thing and serves another, can
-// make the check fail but not pass wrongly only if it hashes the bytes it holds; and a
-// Get's source that changes while it is copied fails the check (the hash is taken beside
-// the transfer). Put in place onto a remote device is not checked. A file written in
-// place locally (a device, FIFO or terminal) is checked after it is written: a failure
-// is reported, the bytes are already there.
+// source's name (Get), hashes as the bytes sent or received here do, so nothing between
+// the two ends (the network, the engine, striping, a resume, the local disk write) lost,
+// doubled, reordered or changed a byte. What it does not: the server computes its own
+// hash, so a dishonest one can fail a good copy, or pass a bad one it chose to hash as
+// expected (it could serve wrong bytes anyway). A Get's source that changes while it is
+// copied fails the check. Put in place onto a remote device is not checked; a download
+// written in place locally (a device, FIFO or terminal) is checked once written, and a
+// failure is reported with the bytes already there.
 func Verify() TransferOption {
 	return func(o *transferOptions) error { o.verify = true; return nil }
 }
