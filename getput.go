@@ -412,13 +412,12 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
-	chk, err := t.startGetCheck(ctx, part, lf, off)
+	chk, err := t.startGetCheck(ctx, src, part, lf, off)
 	if err != nil {
 		closeWithin(t.ctx, f)
 		lf.Close()
 		return err
 	}
-	chk.askRemote(ctx, src)
 	defer chk.stop()
 	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
@@ -432,7 +431,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	if err != nil {
 		lf.Close()
-		if off == 0 && n == 0 && !isVerifyError(err) {
+		if chk.nothingToKeep(off+n, err) {
 			t.local.remove(part)
 		}
 		return stopped(ctx, err)

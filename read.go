@@ -485,36 +485,9 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	s.written = make(chan writtenPiece, s.max+1)
 	s.wrote = newPrefixTracker(start, s.max)
 	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
-	if rs := sumOf(wa); rs != nil {
-		s.sum = startSumFeed(rs, s.max+1, func(p sumPiece) {
-			p.seg.resp.release()
-			s.written <- writtenPiece{off: p.off, n: p.n}
-		})
-	}
+	s.startSum(wa)
 	for range writeAtWorkers {
-		g.Go(func() error {
-			for {
-				var seg segment
-				select {
-				case seg = <-s.out:
-				case <-gctx.Done():
-					return nil
-				}
-				if seg.data == nil { // out was closed
-					return nil
-				}
-				n, err := wa.WriteAt(seg.data, base+seg.off-start)
-				if s.sum != nil && err == nil {
-					s.sum.put(sumPiece{off: seg.off, data: seg.data, seg: seg, n: n}) // reports it once hashed
-					continue
-				}
-				seg.resp.release()
-				s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
-				if err != nil {
-					return err
-				}
-			}
-		})
+		g.Go(func() error { return s.writePieces(gctx, wa, base-start) })
 	}
 	var err error
 	for err == nil {
@@ -542,6 +515,44 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 		return n, nil
 	}
 	return n, s.f.err("read", err)
+}
+
+// writePieces is a writer of writeAt: it writes each piece it takes at its offset
+// plus shift in wa, and reports it (with Verify, the sum feed does, once it is hashed
+// too), until out is closed or ctx ends.
+func (s *readStream) writePieces(ctx context.Context, wa io.WriterAt, shift int64) error {
+	for {
+		var seg segment
+		select {
+		case seg = <-s.out:
+		case <-ctx.Done():
+			return nil
+		}
+		if seg.data == nil { // out was closed
+			return nil
+		}
+		n, err := wa.WriteAt(seg.data, seg.off+shift)
+		if s.sum != nil && err == nil {
+			s.sum.put(sumPiece{off: seg.off, data: seg.data, seg: seg, n: n}) // reports it once hashed
+			continue
+		}
+		seg.resp.release()
+		s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// startSum starts hashing what the writers write when wa carries a running sum
+// (Verify): a piece is then reported written once it is hashed too.
+func (s *readStream) startSum(wa io.WriterAt) {
+	if rs := sumOf(wa); rs != nil {
+		s.sum = startSumFeed(rs, s.max+1, func(p sumPiece) {
+			p.seg.resp.release()
+			s.written <- writtenPiece{off: p.off, n: p.n}
+		})
+	}
 }
 
 // parked counts the pieces held that wait for an earlier one to be hashed (Verify):

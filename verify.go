@@ -178,10 +178,18 @@ func (t *getPutCall) startCheck(ctx context.Context, r io.ReaderAt, off int64) (
 	return &fileCheck{t: t, rs: rs}, nil
 }
 
-// startGetCheck is startCheck for a Get into lf, the local part file named part, open
-// for writing only: its prefix is read through a second handle, checked to be the same
-// file.
-func (t *getPutCall) startGetCheck(ctx context.Context, part string, lf *os.File, off int64) (*fileCheck, error) {
+// startGetCheck is startCheck for a Get of src into lf, the local part file named part,
+// and asks for the server's hash of src at once. lf is open for writing only: its
+// prefix is read through a second handle, checked to be the same file.
+func (t *getPutCall) startGetCheck(ctx context.Context, src, part string, lf *os.File, off int64) (*fileCheck, error) {
+	k, err := t.partCheck(ctx, part, lf, off)
+	if err == nil {
+		k.askRemote(ctx, src)
+	}
+	return k, err
+}
+
+func (t *getPutCall) partCheck(ctx context.Context, part string, lf *os.File, off int64) (*fileCheck, error) {
 	if !t.o.verify || off == 0 {
 		return t.startCheck(ctx, nil, 0)
 	}
@@ -290,8 +298,10 @@ func (k *fileCheck) remoteSum(ctx context.Context, name string) ([]byte, error) 
 	return sumFile(ctx, f, k.rs.alg, 0, -1)
 }
 
-// isVerifyError reports a file that moved but failed its check: its part file is kept.
-func isVerifyError(err error) bool {
+// nothingToKeep reports whether a failed download's part file, holding moved bytes,
+// goes: when it holds none, unless it failed its check, as a part that failed its
+// check is kept even empty.
+func (k *fileCheck) nothingToKeep(moved int64, err error) bool {
 	var ve *VerifyError
-	return errors.As(err, &ve)
+	return moved == 0 && !(k != nil && errors.As(err, &ve))
 }
