@@ -60,6 +60,13 @@ const (
 // reply that answers with another algorithm or a digest of the wrong length is an
 // error, not a reason to try elsewhere: the server said something false.
 func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorithm, off int64) (sum []byte, ok bool, err error) {
+	if learned(c.hashes.checkFile.Load()) == unknown {
+		if release, first := c.hashes.learn(ctx); first {
+			defer release()
+		} else if err := ctxError(ctx, ""); err != nil {
+			return nil, false, err
+		}
+	}
 	if learned(c.hashes.checkFile.Load()) == refused {
 		return nil, false, nil
 	}
@@ -93,7 +100,8 @@ func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorith
 
 // learnCheckFile settles whether the server knows check-file-name after an
 // OP_UNSUPPORTED, by asking for the digest of a name that does not exist: a server
-// that knows the request looks the name up, and says so.
+// that knows the request looks the name up, and says so. The caller holds the right
+// to learn (hashMeans.learn), or knows nobody else is asking.
 func (c *Client) learnCheckFile(ctx context.Context) error {
 	var b [12]byte
 	rand.Read(b[:])

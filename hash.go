@@ -117,10 +117,31 @@ const (
 // hashMeans is what a Client has learned about how its server hashes.
 type hashMeans struct {
 	checkFile atomic.Int32 // a learned: the server answers check-file-name
+	// learning is held by the one call finding out whether the server answers
+	// check-file-name, so that the files of a tree do not all ask at once. A channel,
+	// not a mutex: the others wait for it only while their ctx lasts.
+	learning chan struct{}
+	once     sync.Once
 
 	mu       sync.Mutex
 	commands map[HashAlgorithm]learned // each algorithm's command: runs, or not
 	verify   HashAlgorithm             // the algorithm Verify uses by default, once chosen
+}
+
+// learn takes the right to find out whether the server answers check-file-name, or
+// returns ok false: ctx ended, or it is known by the time the right came.
+func (m *hashMeans) learn(ctx context.Context) (release func(), ok bool) {
+	m.once.Do(func() { m.learning = make(chan struct{}, 1) })
+	select {
+	case m.learning <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if learned(m.checkFile.Load()) != unknown {
+		<-m.learning
+		return nil, false
+	}
+	return func() { <-m.learning }, true
 }
 
 func (m *hashMeans) command(alg HashAlgorithm) learned {

@@ -114,8 +114,9 @@ func (c *Client) verifyAlgorithm(ctx context.Context) HashAlgorithm {
 	if !c.opts.hashCommand || c.sshConn() == nil {
 		return SHA256 // nothing to learn before the first file: check-file or reading
 	}
-	if learned(c.hashes.checkFile.Load()) == unknown {
+	if release, first := c.hashes.learn(ctx); first {
 		c.learnCheckFile(ctx)
+		release()
 	}
 	alg, sure := SHA256, true
 	if learned(c.hashes.checkFile.Load()) != offered {
@@ -226,12 +227,14 @@ func (k *fileCheck) askRemote(ctx context.Context, name string) {
 // stop ends a digest still being asked for, and waits for it: no goroutine outlives
 // the file's transfer.
 func (k *fileCheck) stop() {
-	if k == nil || k.remote == nil {
+	if k == nil || k.cancel == nil {
 		return
 	}
 	k.cancel()
-	<-k.remote
-	k.remote = nil
+	if k.remote != nil {
+		<-k.remote
+		k.remote = nil
+	}
 }
 
 // local makes lf, the local end of the transfer, hash what the engine moves through it.
