@@ -209,17 +209,25 @@ func (t *getPutCall) partCheck(ctx context.Context, part string, lf *os.File, of
 	return t.startCheck(ctx, rf, off)
 }
 
-// askRemote asks the server for its hash of name now, beside the transfer, when it has
-// a cheap means: a Get's source is there from the start.
+// askRemote asks the server for its hash of name now, beside the transfer, when the
+// server's own process hashes it: a command (WithHashCommand), in a process of its own,
+// can hash while the file is read. check-file is asked after the transfer instead: the
+// server hashes in the process that serves the transfer's READs (ProFTPD), which would
+// only wait for each other (measured: a 256 MiB Get with Verify took 1.6 s asking at
+// once, 1.3 s asking after, where the Get alone took 1.3).
 func (k *fileCheck) askRemote(ctx context.Context, name string) {
 	if k == nil {
+		return
+	}
+	c := k.t.c
+	if learned(c.hashes.checkFile.Load()) != refused || !c.opts.hashCommand || c.sshConn() == nil || c.hashes.command(k.rs.alg) == refused {
 		return
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	k.cancel = cancel
 	k.remote = make(chan remoteDigest, 1)
 	go func() {
-		sum, _, ok, err := k.t.c.cheapSum(rctx, name, k.rs.alg, 0, -1)
+		sum, _, ok, err := c.cheapSum(rctx, name, k.rs.alg, 0, -1)
 		k.remote <- remoteDigest{sum, ok, err}
 	}()
 }

@@ -23,6 +23,9 @@ import (
 //     hashes the server's side and only the digest crosses back;
 //   - sluice-verify-read: Verify without the command: the server's hash is had by
 //     reading the file again (a second transfer);
+//   - sluice-verify-sha512, sluice-verify-sha1: VerifyWith and the command, for the
+//     cost of each algorithm (coreutils hashes SHA-512 and SHA-1 faster than SHA-256
+//     where it has no SHA extensions, as here);
 //   - sluice-hash: Client.Hash by reading (downloads only), against a plain download.
 func init() {
 	register(&row{id: "sluice-getput", title: "sluice Get/Put", order: 70, remoteFile: true,
@@ -33,6 +36,13 @@ func init() {
 		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
 			return sluiceGetPut(ctx, conn, j, []sluice.TransferOption{sluice.Verify()}, sluice.WithHashCommand())
 		}})
+	for i, alg := range []sluice.HashAlgorithm{sluice.SHA512, sluice.SHA1} {
+		register(&row{id: "sluice-verify-" + string(alg), title: "sluice Get/Put, VerifyWith(" + string(alg) + ") + WithHashCommand",
+			order: 74 + i, remoteFile: true,
+			transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
+				return sluiceGetPut(ctx, conn, j, []sluice.TransferOption{sluice.VerifyWith(alg)}, sluice.WithHashCommand())
+			}})
+	}
 	register(&row{id: "sluice-verify-read", title: "sluice Get/Put, Verify reading back", order: 72, remoteFile: true,
 		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
 			return sluiceGetPut(ctx, conn, j, []sluice.TransferOption{sluice.Verify()})
