@@ -131,17 +131,7 @@ func sumsOf(data []byte) map[HashAlgorithm][]byte {
 // nothing but the hash run. The SFTP server starts in another directory than the
 // shell, so a relative name hashes the right file only if it was made absolute first.
 func TestHashCommandSSHD(t *testing.T) {
-	dir := shmDir(t)
-	require.NoError(t, os.Chmod(dir, 0o755))
-	// A plain account: root's shell set-up here costs more than the hash.
-	sshd := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{SFTPServerArgs: []string{"-d", dir}, LoginUser: "sluicebench"})
-	sc, err := sshd.Dial()
-	require.NoError(t, err)
-	t.Cleanup(func() { sc.Close() })
-	tap := &xsTap{}
-	c, err := NewClient(testCtx(t), sc, WithHashCommand(), withStreamWrap(tapStreams(tap)))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	dir, c, tap := commandSSHD(t, 0o755)
 
 	want := map[string][]byte{}
 	for i, name := range shellHostileNames {
@@ -180,6 +170,24 @@ func TestHashCommandSSHD(t *testing.T) {
 	// A missing file: the command's complaint, quoted.
 	_, err = c.Hash(ctx, "missing", SHA256)
 	require.ErrorContains(t, err, "No such file")
+}
+
+// commandSSHD is a Client with WithHashCommand on a private sshd whose sftp-server
+// starts in dir (mode perm), and the tap on its packets. It logs in as a plain account:
+// root's shell set-up here costs more than a hash.
+func commandSSHD(t *testing.T, perm os.FileMode) (dir string, c *Client, tap *xsTap) {
+	t.Helper()
+	dir = shmDir(t)
+	require.NoError(t, os.Chmod(dir, perm))
+	sshd := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{SFTPServerArgs: []string{"-d", dir}, LoginUser: "sluicebench"})
+	sc, err := sshd.Dial()
+	require.NoError(t, err)
+	t.Cleanup(func() { sc.Close() })
+	tap = &xsTap{}
+	c, err = NewClient(testCtx(t), sc, WithHashCommand(), withStreamWrap(tapStreams(tap)))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return dir, c, tap
 }
 
 // tapStreams adapts an xsTap to withStreamWrap.
@@ -372,16 +380,7 @@ func TestVerifyPicksCheapCommand(t *testing.T) {
 // TestVerifyByCommandSSHD: with the command on OpenSSH, Verify reads nothing back: a
 // Put sends no READ at all, a Get reads the file once.
 func TestVerifyByCommandSSHD(t *testing.T) {
-	dir := shmDir(t)
-	require.NoError(t, os.Chmod(dir, 0o777))
-	sshd := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{SFTPServerArgs: []string{"-d", dir}, LoginUser: "sluicebench"})
-	sc, err := sshd.Dial()
-	require.NoError(t, err)
-	t.Cleanup(func() { sc.Close() })
-	tap := &xsTap{}
-	c, err := NewClient(testCtx(t), sc, WithHashCommand(), withStreamWrap(tapStreams(tap)))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	_, c, tap := commandSSHD(t, 0o777) // the login account writes there
 	data := randBytes(5<<20+3, 13)
 	src := filepath.Join(t.TempDir(), "src")
 	writeLocal(t, src, data, 0o644)

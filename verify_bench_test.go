@@ -16,18 +16,7 @@ import (
 // sub-benchmarks with the plain ones (benchstat).
 func BenchmarkVerifyProFTPD(b *testing.B) {
 	const size = 256 << 20
-	dir := benchDir(b)
-	srv := realserver.StartProFTPD(b, dir)
-	sc, err := srv.Dial()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { sc.Close() })
-	c, err := NewClient(testCtx(b), sc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	c := proftpdBenchClient(b, benchDir(b))
 	local := filepath.Join(benchDir(b), "src")
 	if err := os.WriteFile(local, randBytes(size, 1), 0o644); err != nil {
 		b.Fatal(err)
@@ -65,6 +54,22 @@ func BenchmarkHashProFTPD(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "f"), randBytes(size, 1), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	c := proftpdBenchClient(b, dir)
+	for _, alg := range HashAlgorithms() {
+		b.Run(string(alg), func(b *testing.B) {
+			b.SetBytes(size)
+			for range b.N {
+				if _, by, err := c.remoteSum(testCtx(b), "f", alg, 0, -1); err != nil || by != hashByCheckFile {
+					b.Fatal(by, err)
+				}
+			}
+		})
+	}
+}
+
+// proftpdBenchClient is a Client on ProFTPD serving dir; cleanup closes both.
+func proftpdBenchClient(b *testing.B, dir string) *Client {
+	b.Helper()
 	srv := realserver.StartProFTPD(b, dir)
 	sc, err := srv.Dial()
 	if err != nil {
@@ -76,14 +81,5 @@ func BenchmarkHashProFTPD(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	for _, alg := range HashAlgorithms() {
-		b.Run(string(alg), func(b *testing.B) {
-			b.SetBytes(size)
-			for range b.N {
-				if _, by, err := c.remoteSum(testCtx(b), "f", alg, 0, -1); err != nil || by != hashByCheckFile {
-					b.Fatal(by, err)
-				}
-			}
-		})
-	}
+	return c
 }
