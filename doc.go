@@ -116,8 +116,9 @@
 //     due is a *StatusError with Code StatusOK; an EOF where no end exists, one with
 //     Code StatusEOF, never io.EOF.
 //   - a sharper error where SFTP v3 says only FAILURE and the client can find out
-//     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
-//     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
+//     more: Mkdir of a path that exists, and OpenFile with os.O_CREATE|os.O_EXCL of
+//     one, match fs.ErrExist; Remove of a directory that is not empty matches
+//     syscall.ENOTEMPTY. Each still matches the *StatusError.
 //   - errors.ErrUnsupported for an extension the server does not offer (StatVFS, Link,
 //     Lchtimes, Copy, UserGroupNames, File.Sync), with nothing sent.
 //   - syscall.EBADF for a read of a File opened write-only (Create) or a write of one

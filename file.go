@@ -85,9 +85,18 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // ReadFrom. No request is sent for them. Attribute changes (Truncate, Chmod, Chown,
 // Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
 // does for ftruncate and fchmod.
+//
+// With os.O_CREATE|os.O_EXCL, a name that exists already (a file, a directory, a link
+// even to nothing) fails the open with an error matching fs.ErrExist, as os.OpenFile's
+// does: servers answer only FAILURE there, so after a FAILURE OpenFile asks with Lstat
+// (one more round trip, on that failure only). Some servers do not honour O_EXCL at
+// all (rclone's opens the existing file; see docs/servers.md).
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see filechannel.go
 	if err != nil {
+		if exclusiveCreate(flag) {
+			err = c.existError(ctx, name, err)
+		}
 		return nil, pathErr("open", name, err)
 	}
 	return f, nil

@@ -191,6 +191,9 @@ type getPutCall struct {
 	rootDir *Dir
 	// tree is the tree transfer this call runs, if it is one.
 	tree *treeRun
+	// discardPart is set when the source cannot continue a part file (a PutReader
+	// of a plain stream): a failed upload removes its part, whatever it holds.
+	discardPart bool
 	// check is the algorithm Verify uses for this call's files (verify.go).
 	check callCheck
 }
@@ -327,21 +330,34 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 
 // putFileTo copies the local file ls to remote, the copy's name.
 func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote string) error {
-	// Lstat: a link at remote is replaced by the copy, as in a tree.
-	rfi, err := t.c.Lstat(ctx, remote)
-	switch {
-	case err == nil && rfi.IsDir():
-		return pathErr("put", remote, errIsDirectory)
-	case err == nil && rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
-		return pathErr("put", remote, errRemoteFIFO)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	device, err := t.lookRemoteDest(ctx, remote)
+	if err != nil {
 		return err
 	}
 	t.rep.plan(ls.info.Size())
-	if err == nil && rfi.Mode()&fs.ModeDevice != 0 {
+	if device {
 		return t.putInPlace(ctx, ls, remote)
 	}
 	return t.putFile(ctx, ls, remote)
+}
+
+// lookRemoteDest looks at remote, the name the copy of one file takes, before an
+// upload: an existing directory, FIFO or socket there is refused, and device reports
+// an existing device, which is written in place. Lstat: a link at remote is replaced
+// by the copy, as in a tree.
+func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device bool, err error) {
+	rfi, err := t.c.Lstat(ctx, remote)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case rfi.IsDir():
+		return false, pathErr("put", remote, errIsDirectory)
+	case rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		return false, pathErr("put", remote, errRemoteFIFO)
+	}
+	return rfi.Mode()&fs.ModeDevice != 0, nil
 }
 
 // watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
@@ -540,12 +556,12 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	var n int64
 	var chk *fileCheck
 	if chk, err = t.startCheck(ctx, lf, off); err == nil && ctx.Err() == nil { // as in getFile
-		var data []byte
+		var framed []byte
 		var small bool
-		if data, small, err = t.smallUpload(lf, fi, off); small {
+		if framed, small, err = t.smallUpload(lf, fi, off); small {
 			stop()
-			chk.hashData(data)
-			return t.putSmall(ctx, f, part, dst, data, fi, p, chk) // closes f
+			chk.hashData(framed[dataOff:])
+			return t.putSmall(ctx, f, part, dst, framed, fi, p, chk) // closes f
 		} else if err == nil {
 			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
@@ -583,34 +599,34 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	if err := chk.verify(ctx, "put", dst, part, part, acked); err != nil {
+	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
 		return stopped(ctx, err)
 	}
 	return t.c.Rename(ctx, part, dst)
 }
 
-// createRemotePart creates a part file for an upload. It is created exclusively, so
-// that a link someone left under the part name is never written through; one already
-// there (a file an earlier attempt left, or such a link) is removed and the create
-// tried once more. That costs round trips only when the name is taken.
+// createRemotePart creates the part file of an upload: the one way every upload
+// (Put's, a tree's, PutReader's) makes one. It is created exclusively, so that a link
+// someone left under the part name is never written through, and the handle it returns
+// is the upload's: every write, FSETSTAT and fsync goes through it, and the only later
+// requests that name the part are the proven reopens of striping and Resume and the
+// rename (see "Part files" in docs/design.md). A name already taken (a file an earlier
+// attempt left, or a co-tenant's link) is removed, never opened, and the exclusive
+// create tried once more. The removal is a plain REMOVE, which fails on a directory
+// (and in a sticky directory on another user's file): that stops the upload. It costs
+// round trips only when the name is taken. A server that fails the exclusive create
+// with nothing at the name fails the upload: no create that could follow a link is
+// ever sent instead.
 func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.FileMode) (*File, error) {
 	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	f, err := t.openRemote(ctx, part, flag, perm)
-	if err == nil || ctx.Err() != nil {
+	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err
 	}
-	// Servers report an existing name with a generic failure, so ask. Only a file or
-	// a link is removed; anything else at the part name stops the upload.
-	fi, lerr := t.c.Lstat(ctx, part)
-	switch {
-	case errors.Is(lerr, fs.ErrNotExist):
-		// Nothing there, yet the exclusive create failed: a server that does not
-		// do EXCL, or a failure the plain create will report again.
-		return t.openRemote(ctx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	case lerr != nil || fi.IsDir():
-		return nil, err
-	}
-	if rerr := t.c.Remove(ctx, part); rerr != nil {
+	rerr := t.c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
+		return appendString1(nil, sshfx.TypeRemove, id, part)
+	})
+	if rerr != nil {
 		return nil, err
 	}
 	return t.openRemote(ctx, part, flag, perm)
@@ -648,6 +664,9 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 	}
 	var err error
 	if *n, err = f.ReadFrom(chk.local(src)); err != nil {
+		return err
+	}
+	if err := chk.moved(off + *n); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

@@ -100,30 +100,35 @@ func writeWithin(ctx context.Context, lf *os.File) (unhook func(), err error) {
 // putInPlace copies the local file ls to the existing remote device dst: opened for
 // writing only (no create, no truncate) and written, never replaced. It is never
 // striped: another lane would open it again by name.
-func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) (err error) {
+func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) error {
 	lf, err := ls.open()
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
+	_, err = t.sendInPlace(ctx, lf, ls.path, ls.info.Size(), dst)
+	return err
+}
+
+// sendInPlace writes what src yields (size bytes, -1 when not known; from the source
+// named name, for progress) to the existing remote device dst, as putInPlace does,
+// and returns the bytes the server acknowledged.
+func (t *getPutCall) sendInPlace(ctx context.Context, r io.Reader, name string, size int64, dst string) (n int64, err error) {
 	f, err := t.openRemote(ctx, dst, os.O_WRONLY, 0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	f.append = true // not striped (see above); the offsets it sends are kept
-	p := t.rep.start(ls.path, dst, 0, ls.info.Size())
+	p := t.rep.start(name, dst, 0, size)
 	defer func() { p.end(err) }()
-	var src io.Reader = lf
-	if p != nil {
-		src = &progressFile{f: lf, p: p}
-	}
+	src := countRead(r, p)
 	stop := watch(ctx, f)
 	if err = ctx.Err(); err == nil {
-		_, err = f.ReadFrom(src)
+		n, err = f.ReadFrom(src)
 	}
 	stop()
 	if cerr := closeWithin(t.ctx, f); err == nil {
 		err = cerr
 	}
-	return stopped(ctx, err)
+	return n, stopped(ctx, err)
 }

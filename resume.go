@@ -43,7 +43,7 @@ var errResumeRDWR = errors.New("sftp: Resume needs to open the part file for rea
 // proven as the package comment says, and returns it with the offset to continue
 // from. f is nil when there is no part to continue (none, an empty one, or one that
 // failed the proof): the caller creates a new one, which replaces what is there.
-func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf *os.File, size int64) (f *File, off int64, err error) {
+func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.ReaderAt, size int64) (f *File, off int64, err error) {
 	pfi, err := t.c.Lstat(ctx, part)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -85,7 +85,7 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf *os.F
 
 // provePart reports whether f, open on a part file of off bytes, is the file whose
 // LSTAT said want and holds lf's bytes before off at its end.
-func provePart(f *File, want *sshfx.Attrs, lf *os.File, off int64) bool {
+func provePart(f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) bool {
 	got, err := f.fstat()
 	if err != nil || !sameFileAttrs(want, &got) {
 		return false

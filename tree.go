@@ -143,6 +143,7 @@ func (t *getPutCall) newTreeRun(op string, side treeSide) *treeRun {
 		small:   semaphore.NewWeighted(smallBudget),
 		claimed: map[string]struct{}{},
 	}
+	r.fails.b = r.budget
 	r.stop, r.halt = context.WithCancelCause(t.ctx)
 	r.work.SetLimit(max(t.o.parallel, t.o.smallParallel))
 	// Files side by side share the window (File.share); how many there are is known

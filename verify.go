@@ -253,6 +253,38 @@ func (k *fileCheck) local(lf localFile) localFile {
 	return &summedFile{localFile: lf, rs: k.rs}
 }
 
+// reader makes r, the source of a PutReader, hash what the engine sends from it,
+// keeping the methods that let it be read at offsets (sizedReaderAt).
+func (k *fileCheck) reader(r io.Reader) io.Reader {
+	if k == nil {
+		return r
+	}
+	if ra, base, size, ok := sizedReaderAt(r); ok {
+		return &summedReaderAt{Reader: r, ReaderAt: ra, Seeker: r.(io.Seeker), total: base + size, rs: k.rs}
+	}
+	return &summedReader{Reader: r, rs: k.rs}
+}
+
+// summedReader and summedReaderAt are a PutReader's source with the running sum the
+// engine feeds (sumfeed.go).
+type summedReader struct {
+	io.Reader
+	rs *runningSum
+}
+
+func (s *summedReader) runningSum() *runningSum { return s.rs }
+
+type summedReaderAt struct {
+	io.Reader
+	io.ReaderAt
+	io.Seeker
+	total int64 // the size sizedReaderAt found, from offset 0
+	rs    *runningSum
+}
+
+func (s *summedReaderAt) Size() int64             { return s.total }
+func (s *summedReaderAt) runningSum() *runningSum { return s.rs }
+
 // writer makes w hash what is written to it, in order: for the transfers that move the
 // data in order (small files, destinations written in place).
 func (k *fileCheck) writer(w io.Writer) io.Writer {
@@ -269,14 +301,28 @@ func (k *fileCheck) hashData(data []byte) {
 	}
 }
 
-// verify compares the hash of the size bytes moved with the server's hash of held,
-// the file it holds (a Get's source, a Put's part), and fails with a *VerifyError
-// naming path and part when they differ. The server's is the one asked for beside the
+// moved checks that the hash covers the total bytes the transfer moved, an earlier
+// run's included: the engine hashed every byte it sent or wrote, once, in order.
+func (k *fileCheck) moved(total int64) error {
+	if k == nil {
+		return nil
+	}
+	_, err := k.rs.sum(total)
+	return err
+}
+
+// verify compares the hash of the bytes moved with the server's hash of held, the file
+// it holds (a Get's source, a Put's part), and fails with a *VerifyError naming path
+// and part when they differ. size is how many bytes moved, or -1 when the caller
+// checked that already (moved). The server's hash is the one asked for beside the
 // transfer, else one had cheaply now, else the file read back (in the call's share of
 // the window, as its transfer was).
 func (k *fileCheck) verify(ctx context.Context, op, path, held, part string, size int64) error {
 	if k == nil {
 		return nil
+	}
+	if size < 0 {
+		size = k.rs.next
 	}
 	local, err := k.rs.sum(size)
 	if err != nil {

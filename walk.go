@@ -305,7 +305,7 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 	if !fi.IsDir() {
 		return fs.FileInfoToDirEntry(fi), linked, nil
 	}
-	real, err := w.c.RealPath(ctx, name)
+	real, err := w.c.RealPath(ctx, literalPath(name))
 	if err != nil {
 		return e, linked, err
 	}
@@ -327,6 +327,11 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 // (fs.ErrNotExist, fs.ErrPermission) are passed over: a lost connection, ctx ending
 // or a listing the server got wrong fails the Glob, rather than shortening its result
 // without a word.
+//
+// Glob takes the names it lists as data: a match is used as a path, never matched
+// again as a pattern, whatever characters it holds. The pattern is the caller's: a
+// part of it that came from the server (a home directory, a RealPath) must be quoted
+// with QuoteGlob, or its characters act as syntax.
 //
 // Glob holds its matches, names only, and reads each directory a page at a time, so
 // a directory of any size is searched. What it holds (the matches, each charged its

@@ -155,6 +155,13 @@ func statSize(ctx context.Context, cn *conn, st pendingReq) (int64, error) {
 // write. The error includes what the server says when the file is closed. Data that
 // fits in one channel window (about 1.9 MiB) costs two round trips: the OPEN, then
 // the WRITEs and the CLOSE together.
+//
+// As with os.WriteFile, the file is written in place under its own name: a link at
+// name is followed, a reader may see the file half written, and a failure leaves it
+// so. The name is the caller's, and in place keeps what a rename would lose (the
+// file's owner, mode and hard links) on servers without a rename that replaces. To
+// replace a file whole or not at all, use PutReader (with a *bytes.Reader), which
+// writes a part file and renames it.
 func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
 	f, err := c.OpenFile(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {

@@ -225,6 +225,7 @@ func xsOpenScenarios() []xsScenario {
 		}), xsExpect[written]{
 			xsOnDisk: func(e *xsEnv, w written) {
 				requireStatus(e, w.open, StatusFailure)
+				require.ErrorIs(e, w.open, fs.ErrExist, "the FAILURE is explained by an LSTAT")
 				require.Equal(e, "0123456789", string(w.content))
 			},
 			xsOnVFS: holds(""), // O_EXCL is not honoured

@@ -87,17 +87,17 @@ func lookLocalDest(local string, several bool) (destInfo, error) {
 func (a *app) remoteSources(ctx context.Context, c *sftp.Client, rs []remote) (srcs []source, operands []string, several bool, err error) {
 	several = len(rs) > 1
 	for _, r := range rs {
-		p, err := a.expandRemote(ctx, c, r.Path)
+		p, pattern, err := a.expandOperand(ctx, c, r.Path)
 		if err != nil {
 			return nil, nil, false, err
 		}
 		operands = append(operands, p)
-		if !hasGlob(p) {
+		if pattern == "" {
 			name, slash := remoteBase(r.Path)
 			srcs = append(srcs, source{path: p, name: name, slash: slash})
 			continue
 		}
-		matches, err := a.glob(ctx, c, p)
+		matches, err := a.glob(ctx, c, pattern)
 		if err != nil {
 			return nil, nil, false, err
 		}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path"
 
 	"github.com/sluicehq/sftp"
 )
@@ -14,8 +12,9 @@ import (
 // "-" as get's LOCAL is standard output and as put's only LOCAL standard input, as in
 // tar or curl: a stream, so nothing in the tree and resume flags applies. A download
 // to stdout is written as it arrives (no part file: a pipe has no name to rename);
-// an upload from stdin goes to a part name and is renamed into place once complete,
-// as every put, so a reader of the remote file never sees half of it.
+// an upload from stdin is the library's PutReader: a part name created exclusively,
+// renamed into place once complete, as every put, so a reader of the remote file
+// never sees half of it.
 
 // stdioRefused are the put and get flags that mean nothing for a stream.
 func (x *xferFlags) stdioRefused() string {
@@ -112,47 +111,19 @@ func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err err
 	case isDir:
 		return fmt.Errorf("put: %s is a directory: standard input has no name, give the file's", escapeText(dst))
 	}
-	if err := a.streamUp(ctx, c.client, a.stdin, dst, x.fsync, x.verify); err != nil {
+	var opts []sftp.TransferOption
+	if x.fsync {
+		opts = append(opts, sftp.Fsync())
+	}
+	if x.verify {
+		opts = append(opts, sftp.Verify())
+	}
+	// Read as a stream even when standard input is a regular file: a failed upload
+	// then leaves no part file, which put - could never resume (-a is refused).
+	if _, err := c.client.PutReader(ctx, struct{ io.Reader }{a.stdin}, dst, opts...); err != nil {
 		return fmt.Errorf("put - -> %s: %w", dst, err)
 	}
 	return nil
-}
-
-// streamUp writes r to the part name beside dst, then renames it over dst (with verify,
-// once the server's hash of the part is that of the bytes read). A failed upload
-// removes its part file, as a stream cannot be resumed; one that fails its check is
-// kept.
-func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst string, fsync, verify bool) error {
-	part := path.Join(path.Dir(dst), "."+path.Base(dst)+".sluice-part")
-	octx, cancel := a.opCtx(ctx)
-	f, err := c.OpenFile(octx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	err = a.timeoutError(ctx, octx, "open "+part, err)
-	cancel()
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	chk := newStreamCheck(verify)
-	_, err = f.ReadFrom(chk.reader(r))
-	if err == nil && fsync {
-		err = f.Sync()
-	}
-	if !stop() {
-		err = ctx.Err()
-	}
-	err = errors.Join(err, f.Close())
-	if err == nil {
-		if err = chk.check(ctx, c, "put", dst, part, part); err != nil {
-			return err // the part is kept, to look at
-		}
-		err = c.Rename(ctx, part, dst)
-	}
-	if err != nil {
-		rctx, cancel := a.opCtx(context.WithoutCancel(ctx))
-		_ = c.Remove(rctx, part)
-		cancel()
-	}
-	return err
 }
 
 // cat writes remote files to standard output, one after another.

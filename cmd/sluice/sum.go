@@ -128,8 +128,9 @@ func sumLine(digest []byte, name string) string {
 	return prefix + hex.EncodeToString(digest) + "  " + escapeText(name) + "\n"
 }
 
-// streamCheck is --verify for a stream (get to standard output, put from standard
-// input): SHA-256 of the bytes as they pass, compared with the server's afterwards.
+// streamCheck is --verify for get to standard output: SHA-256 of the bytes as they
+// pass, compared with the server's afterwards. (put from standard input goes through
+// PutReader, with the library's Verify.)
 type streamCheck struct{ h hash.Hash }
 
 func newStreamCheck(verify bool) *streamCheck {
@@ -147,16 +148,8 @@ func (k *streamCheck) writer(w io.Writer) io.Writer {
 	return io.MultiWriter(w, k.h)
 }
 
-// reader makes r hash what is read from it.
-func (k *streamCheck) reader(r io.Reader) io.Reader {
-	if k == nil {
-		return r
-	}
-	return io.TeeReader(r, k.h)
-}
-
-// check compares the hash of what passed with the server's hash of held (the source
-// for get, the part file for put): a *sftp.VerifyError when they differ.
+// check compares the hash of what passed with the server's hash of held, the source:
+// a *sftp.VerifyError when they differ.
 func (k *streamCheck) check(ctx context.Context, c *sftp.Client, op, path, held, part string) error {
 	if k == nil {
 		return nil
