@@ -15,11 +15,12 @@ import (
 // the server is asked for its hash of the file (hash.go), and the part file is renamed
 // into place only when the two agree.
 
-// Verify makes Get and Put check each file end to end before it takes its name: the
-// bytes are hashed here as they move (no second read of anything this call moved), the
-// server is asked for its hash of the file it holds (for Put, the part file once
-// written and closed; for Get, the source, asked beside the transfer), and the part
-// file is renamed into place only when the two hashes agree. Otherwise the call fails
+// Verify makes Get, Put and PutReader check each file end to end before it takes its
+// name: the bytes are hashed here as they move (no second read of anything this call
+// moved), the server is asked for its hash of the file it holds (for Put, the part
+// file once written and closed; for Get, the source, once received, or beside the
+// transfer when a command hashes it), and the part file is renamed into place only
+// when the two hashes agree. Otherwise the call fails
 // with a *VerifyError naming the file, the algorithm and both hashes, and the part
 // file is kept for inspection (remove it to start over: Resume would continue it). A
 // resumed file is checked whole: the part's prefix from the earlier run (Get) or the
