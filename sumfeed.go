@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"sync/atomic"
 )
 
@@ -93,23 +92,20 @@ type summer interface {
 	runningSum() *runningSum
 }
 
-// summedFile is a local file a Get or Put moves with Verify: it keeps the methods that
-// let the engine read or write it at offsets from several goroutines, and carries the
-// running sum the engine feeds.
+// summedFile is the local file a Get writes with Verify: it keeps the methods that let
+// WriteTo write it at offsets from several goroutines, and carries the running sum
+// the engine feeds.
 type summedFile struct {
 	localFile
 	rs *runningSum
 }
 
-// localFile is what the engine uses of a local file: *os.File, or progressFile around
-// one.
+// localFile is what WriteTo uses of a Get's local file: *os.File, or progressFile
+// around one.
 type localFile interface {
-	io.Reader
 	io.Writer
-	io.ReaderAt
 	io.WriterAt
 	io.Seeker
-	Stat() (fs.FileInfo, error)
 }
 
 func (s *summedFile) runningSum() *runningSum { return s.rs }

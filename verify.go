@@ -254,8 +254,8 @@ func (k *fileCheck) local(lf localFile) localFile {
 	return &summedFile{localFile: lf, rs: k.rs}
 }
 
-// reader makes r, the source of a PutReader, hash what the engine sends from it,
-// keeping the methods that let it be read at offsets (sizedReaderAt).
+// reader makes r, the source of a Put or PutReader, hash what the engine sends from
+// it, keeping the methods that let it be read at offsets (sizedReaderAt).
 func (k *fileCheck) reader(r io.Reader) io.Reader {
 	if k == nil {
 		return r

@@ -209,8 +209,9 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 // TestVerifyResumed checks a resumed file whole: the prefix an earlier run left (the
 // local part for Get, checked by nothing else; the remote part for Put, whose last
 // bytes only Resume compares) is hashed before the rest moves. A byte wrong in it is
-// caught. The part is long, and the bad byte far below its end, so that wherever
-// Resume takes up the transfer the prefix holds the byte.
+// caught. The part is long, and the bad byte far below its end, so that where Resume
+// takes up the transfer (W, lowered here to 1 MiB, before the part's end) the prefix
+// holds the byte.
 func TestVerifyResumed(t *testing.T) {
 	const size, partLen, bad = 24 << 20, 20 << 20, 100
 	data := randBytes(size, 6)
@@ -223,7 +224,7 @@ func TestVerifyResumed(t *testing.T) {
 		t.Run("get", func(t *testing.T) {
 			dir := serverDir(t)
 			writeLocal(t, filepath.Join(dir, "f"), data, 0o644)
-			c := newServerClient(t, dir)
+			c, _ := sftpServerClient(t, dir, []Option{withSpan(1 << 20)})
 			dst := filepath.Join(t.TempDir(), "g")
 			writeLocal(t, dst+partSuffix, prefix, 0o644)
 			err := c.Get(testCtx(t), "f", dst, Resume(), Verify())
@@ -241,7 +242,7 @@ func TestVerifyResumed(t *testing.T) {
 			src := filepath.Join(t.TempDir(), "f")
 			writeLocal(t, src, data, 0o644)
 			writeLocal(t, filepath.Join(dir, ".g"+partSuffix), prefix, 0o644)
-			c := newServerClient(t, dir)
+			c, _ := sftpServerClient(t, dir, []Option{withSpan(1 << 20)})
 			err := c.Put(testCtx(t), src, "g", Resume(), Verify())
 			if good {
 				require.NoError(t, err)

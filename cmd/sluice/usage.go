@@ -32,7 +32,7 @@ Common flags:
   --sync       skip files whose size and mtime match (use with -p, like rclone copy)
   --verify     check hashes end to end   --checksum  skip files whose hashes match
   --hash-command  let the server hash with sha256sum over SSH (sum, --verify, --checksum)
-  --retries n  reconnect and continue from the part files after a failure
+  --retries n  reconnect and go on after a dropped connection (n failures in a row)
   --limit rate cap bandwidth (500K, 10M)   --timeout d  no-reply limit on metadata (2m)
   --fail-fast  stop a tree at its first failed file   -v  say what is dialled and tried
 

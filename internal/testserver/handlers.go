@@ -132,6 +132,9 @@ func (ss *session) serve(typ uint8, body []byte) bool {
 	d := decoder{b: body[4:]}
 	r.parse(&d)
 
+	if ss.cfg.HoldWrites > 0 && ss.hold(r) {
+		return true
+	}
 	b := ss.getBuf()
 	switch {
 	case ss.cfg.Fail != nil && ss.failCode(r) != 0:

@@ -84,9 +84,24 @@ type Options struct {
 	// repeatable for the same arrival pattern.
 	Reorder int
 
-	// Seed varies the Reorder shuffle: tests that draw many servers from one
-	// random seed give each its own order.
+	// Seed varies the Reorder shuffle and the HoldWrites draws: tests that draw
+	// many servers from one random seed give each its own order.
 	Seed uint64
+
+	// HoldWrites, if > 0, makes each session carry out its WRITEs late, as a
+	// server whose sessions are separate processes, each with requests read and
+	// not yet carried out: a session keeps up to HoldWrites WRITEs neither
+	// carried out nor answered, how many at each moment drawn from Seed. Nothing
+	// orders one session's writes against another's, so across sessions WRITEs
+	// land in another order than they were sent (and, with Reorder, are answered
+	// in yet another). Within a session they are carried out in order, all of
+	// them before any other request of the session, and all of them whenever no
+	// request is waiting, so a client that waits for replies is never stalled.
+	// When a session ends (its connection closed or killed, KillSessions, Close)
+	// the WRITEs it holds are dropped, never carried out nor answered: what a
+	// server process killed with requests read and not carried out leaves, holes
+	// below data that other sessions wrote.
+	HoldWrites int
 
 	// Latency, if > 0, releases each reply no earlier than Latency after its
 	// request was read. Replies wait in a timestamped queue in the writer;
@@ -321,6 +336,20 @@ func (s *Server) removeSession(ss *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, ss)
+}
+
+// KillSessions ends every session at once, as connections that die: replies not
+// yet sent are dropped, and so are the WRITEs sessions hold (HoldWrites). The server
+// stays open for new sessions. It returns once the sessions it ended have stopped
+// changing the file system.
+func (s *Server) KillSessions() {
+	list := s.liveSessions()
+	for _, ss := range list {
+		ss.kill()
+	}
+	for _, ss := range list {
+		<-ss.readerDone
+	}
 }
 
 // OpenHandles is the number of handles currently open across sessions. A

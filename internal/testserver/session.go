@@ -52,6 +52,7 @@ type session struct {
 	items      chan item
 	free       chan []byte   // reply buffers the writer has finished with
 	done       chan struct{} // closed by kill
+	readerDone chan struct{} // closed once the reader has stopped and cleaned up
 	killOnce   sync.Once
 	writerDone chan struct{}
 	release    chan struct{} // nudges the writer to pick up released stalls
@@ -62,6 +63,7 @@ type session struct {
 	req     request
 	handles map[string]*handle
 	seq     int
+	held    heldWrites // HoldWrites
 
 	// Writer-goroutine state.
 	sent int64
@@ -89,10 +91,12 @@ func newSession(srv *Server, in, out *pipe, n uint64) *session {
 		free:       make(chan []byte, 128),
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		readerDone: make(chan struct{}),
 		release:    make(chan struct{}, 1),
 		handles:    make(map[string]*handle),
 		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder)^srv.cfg.Seed, n)),
 	}
+	ss.held.rng = rand.New(rand.NewPCG(uint64(srv.cfg.HoldWrites)^srv.cfg.Seed, n^0x5eed))
 	in.onPacket = ss.requestWritten
 	out.onMark = ss.replyRead
 	return ss
@@ -178,6 +182,7 @@ func (ss *session) readPacket() (typ uint8, body []byte, ok bool) {
 
 func (ss *session) readLoop() {
 	defer ss.srv.wg.Done()
+	defer close(ss.readerDone)
 	defer ss.finish()
 	typ, body, ok := ss.readPacket()
 	// Anything before INIT is fatal, as in OpenSSH. The client's version
@@ -187,8 +192,11 @@ func (ss *session) readLoop() {
 	}
 	ss.version(time.Now())
 	for {
-		if ss.cfg.Reorder > 1 && !ss.in.packetReady() {
-			ss.items <- item{kind: itemFlush}
+		if (ss.cfg.Reorder > 1 || ss.cfg.HoldWrites > 0) && !ss.in.packetReady() {
+			ss.applyHeld(0) // nothing is waiting: the client may be waiting for these
+			if ss.cfg.Reorder > 1 {
+				ss.items <- item{kind: itemFlush}
+			}
 		}
 		typ, body, ok := ss.readPacket()
 		if !ok {
@@ -218,6 +226,7 @@ func (ss *session) finish() {
 	ss.mu.Unlock()
 	ss.srv.stallDelta(-dropped)
 
+	ss.held.drop() // read, never carried out: a killed server process's
 	ss.srv.openHandles.Add(-int64(len(ss.handles)))
 	clear(ss.handles)
 
