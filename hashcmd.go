@@ -66,7 +66,7 @@ var commandNames = map[HashAlgorithm]string{SHA256: "sha256sum", SHA512: "sha512
 var errCommandUnavailable = errors.New("sftp: the server has no such command")
 
 // sshConn is the caller's SSH connection, or nil for a pipe client.
-func (c *Client) sshConn() *ssh.Client {
+func (c *Client) commandConn() *ssh.Client {
 	if src, ok := c.source.(*sshChannels); ok {
 		return src.links[0].sc
 	}
@@ -76,7 +76,7 @@ func (c *Client) sshConn() *ssh.Client {
 // commandSum hashes the whole of name with alg's command on the server. ok is false
 // when the Client may not or cannot run it: then the next means is tried.
 func (c *Client) commandSum(ctx context.Context, name string, alg HashAlgorithm) (sum []byte, ok bool, err error) {
-	sc := c.sshConn()
+	sc := c.commandConn()
 	if !c.opts.hashCommand || sc == nil || c.hashes.command(alg) == refused {
 		return nil, false, nil
 	}
@@ -114,7 +114,7 @@ func (c *Client) commandSum(ctx context.Context, name string, alg HashAlgorithm)
 // SFTPGo and rclone all do). It reports offered, refused, or unknown when it could not
 // tell (no session now).
 func (c *Client) probeCommand(ctx context.Context, alg HashAlgorithm) learned {
-	sc := c.sshConn()
+	sc := c.commandConn()
 	if !c.opts.hashCommand || sc == nil {
 		return refused
 	}

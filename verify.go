@@ -112,7 +112,7 @@ func (c *Client) verifyAlgorithm(ctx context.Context) HashAlgorithm {
 	if chosen != "" {
 		return chosen
 	}
-	if !c.opts.hashCommand || c.sshConn() == nil {
+	if !c.opts.hashCommand || c.commandConn() == nil {
 		return SHA256 // nothing to learn before the first file: check-file or reading
 	}
 	if release, first := c.hashes.learn(ctx); first {
@@ -221,7 +221,7 @@ func (k *fileCheck) askRemote(ctx context.Context, name string) {
 		return
 	}
 	c := k.t.c
-	if learned(c.hashes.checkFile.Load()) != refused || !c.opts.hashCommand || c.sshConn() == nil || c.hashes.command(k.rs.alg) == refused {
+	if learned(c.hashes.checkFile.Load()) != refused || !c.opts.hashCommand || c.commandConn() == nil || c.hashes.command(k.rs.alg) == refused {
 		return
 	}
 	rctx, cancel := context.WithCancel(ctx)
