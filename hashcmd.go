@@ -65,7 +65,8 @@ var commandNames = map[HashAlgorithm]string{SHA256: "sha256sum", SHA512: "sha512
 // answer about the file, only as one about the server.
 var errCommandUnavailable = errors.New("sftp: the server has no such command")
 
-// sshConn is the caller's SSH connection, or nil for a pipe client.
+// commandConn is the caller's SSH connection, where hash commands run; nil for a pipe
+// client.
 func (c *Client) commandConn() *ssh.Client {
 	if src, ok := c.source.(*sshChannels); ok {
 		return src.links[0].sc
