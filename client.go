@@ -51,6 +51,8 @@ type options struct {
 	command   string      // run instead of a subsystem when not ""
 	env       [][2]string // name, value: sent before the subsystem or command
 	stderr    io.Writer   // receives the server's standard error; nil discards it
+
+	hashCommand bool // WithHashCommand: Hash may run sha256sum and the like (hashcmd.go)
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -243,6 +245,8 @@ type Client struct {
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
 	knownReadWrite atomic.Bool
+	// hashes is what the Client has learned of how the server hashes files (hash.go).
+	hashes hashMeans
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
