@@ -159,6 +159,15 @@ type Options struct {
 	// MaxFileSize bounds file sizes (default 4 GiB) so a WRITE or SETSTAT
 	// at an absurd offset fails with FAILURE instead of exhausting memory.
 	MaxFileSize int64
+
+	// IgnoreSetTimes makes SETSTAT and FSETSTAT answer OK to access and
+	// modification times and leave them as they are (the rest of the request
+	// is carried out), as SFTPGo does with setstat_mode 1 ("requests for
+	// changing permissions, owner/group and access/modification times are
+	// silently ignored", docs/full-configuration.md) for times, and AWS
+	// Transfer with SetStatOption ENABLE_NO_OP. A WRITE still sets the
+	// modification time.
+	IgnoreSetTimes bool
 }
 
 // Request describes a request to the Fail, Stall and Corrupt hooks. Path is
@@ -271,9 +280,11 @@ func New(opts Options) *Server {
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = 4 << 30
 	}
+	fs := newFS(cfg.MaxFileSize)
+	fs.ignoreTimes = cfg.IgnoreSetTimes
 	return &Server{
 		cfg:      cfg,
-		fs:       newFS(cfg.MaxFileSize),
+		fs:       fs,
 		sessions: make(map[*session]struct{}),
 		stallCh:  make(chan struct{}),
 	}
