@@ -581,6 +581,9 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	defer lf.Close()
 	part := remotePart(dst)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	if t.o.resume {
@@ -628,9 +631,9 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 			acked = 0 // a part that cannot grow is removed (nospace.go)
 		}
 	}
-	t.c.partEnds.start() // Client.Close lets it finish (partcut.go)
+	t.c.partEnds.start(part) // Client.Close lets it finish (partcut.go)
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
-		defer t.c.partEnds.done()
+		defer t.c.partEnds.done(part)
 		cerr := closeFile(failed)
 		if (failed || cerr != nil) && acked == 0 {
 			t.removeUnproven(context.WithoutCancel(t.ctx), part)

@@ -146,32 +146,49 @@ func (t *getPutCall) removeUnproven(ctx context.Context, part string) {
 	t.c.Remove(ctx, part)
 }
 
-// partEnds counts the ends of failed uploads under way: the wait for the siblings'
-// CLOSEs, the cut and mark of the part, its CLOSE (finishPut). They run in the
-// background once the call's ctx has ended, and Client.Close lets them finish, for a
-// while: a Ctrl-C that cancels a Put and then closes its Client leaves the part cut
-// and marked, so the next run continues it from its end.
+// partEnds counts the ends of uploads under way: the wait for the siblings' CLOSEs,
+// the cut and mark of a failed upload's part, its CLOSE (finishPut). They run in the
+// background once the call's ctx has ended, and
+//
+//   - Client.Close lets them finish, for a while: a Ctrl-C that cancels a Put and then
+//     closes its Client leaves the part cut and marked, so the next run continues it
+//     from its end;
+//   - an upload to the same part on the same Client waits for them (awaitPart)
+//     before it looks at the part: a cut landing under it, through the old handle,
+//     would remove what it had written past the cut, and a mark would follow.
 type partEnds struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n is back to 0; made when it leaves 0
+	mu      sync.Mutex
+	n       int
+	idle    chan struct{}  // closed when n is back to 0; made when it leaves 0
+	parts   map[string]int // ends under way by part name
+	changed chan struct{}  // closed and made anew whenever an end finishes
 }
 
-func (p *partEnds) start() {
+func (p *partEnds) start(part string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n == 0 {
 		p.idle = make(chan struct{})
 	}
 	p.n++
+	if p.parts == nil {
+		p.parts = make(map[string]int)
+		p.changed = make(chan struct{})
+	}
+	p.parts[part]++
 }
 
-func (p *partEnds) done() {
+func (p *partEnds) done(part string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n--; p.n == 0 {
 		close(p.idle)
 	}
+	if p.parts[part]--; p.parts[part] == 0 {
+		delete(p.parts, part)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // wait returns once no end is under way, or after d.
@@ -188,5 +205,24 @@ func (p *partEnds) wait(d time.Duration) {
 	select {
 	case <-idle:
 	case <-t.C:
+	}
+}
+
+// awaitPart returns once no end of an upload to part is under way, or with ctx's
+// error.
+func (p *partEnds) awaitPart(ctx context.Context, part string) error {
+	for {
+		p.mu.Lock()
+		busy := p.parts[part] > 0
+		changed := p.changed
+		p.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctxError(ctx, "")
+		}
 	}
 }

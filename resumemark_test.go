@@ -295,3 +295,52 @@ func TestResumeTakesTheMarkOffFirst(t *testing.T) {
 		})
 	}
 }
+
+// A Put to the part of one stopped on the same Client waits for the stopped one's end
+// (its cut and mark, in the background) before it looks at the part: the cut would
+// otherwise land under it, through the old handle. The replies come late (2 ms), so
+// that end takes a few round trips after the first Put returned.
+func TestNextPutWaitsForTheCut(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	m := newMarkCase(t, 12, func(o *testserver.Options) {
+		o.Latency = 2 * time.Millisecond
+		o.Fail = func(r testserver.Request) uint32 {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Type == testserver.TypeFsetstat:
+				events = append(events, "fsetstat")
+			case r.Type == testserver.TypeLstat && r.Path == testPart:
+				events = append(events, "lstat")
+			}
+			return 0
+		}
+	})
+	c := m.env.client(t, m.plan.clientOpts()...)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	var last int64
+	var err error
+	within(t, func() {
+		err = c.Put(ctx, m.src, "dst", OnProgress(func(p Progress) {
+			if last = p.Bytes; p.Bytes >= 1<<20 {
+				cancel()
+			}
+		}))
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	first := int64(-1)
+	within(t, func() {
+		err = c.Put(testCtx(t), m.src, "dst", Resume(), OnProgress(func(p Progress) {
+			if first < 0 {
+				first = p.Bytes
+			}
+		}))
+	})
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"fsetstat", "fsetstat", "lstat", "fsetstat"}, events[:4],
+		"the next Put looked at the part before the cut and mark (then its own unmark)")
+	require.Equal(t, last, first, "the next Put did not continue from the cut")
+}
