@@ -34,7 +34,7 @@ import (
 // write it lost: after one, nothing is recorded.
 //
 // A Journal holds one entry per part file of a failed upload (the path and a count),
-// and at most maxJournalEntries: past that, an entry made room for costs only the
+// and at most 4096 of them: past that, an entry made room for costs only the
 // 64 MiB rewind. It is safe for concurrent use by several calls.
 type Journal struct {
 	mu    sync.Mutex

@@ -220,24 +220,7 @@ func (ls *lanes) finish() error {
 			return true
 		})
 	}
-	var first error
-	waiting := make(map[uint32]*conn, len(ls.all))
-	for _, l := range ls.all {
-		if !l.sibling {
-			continue
-		}
-		if l.cn.failed() != nil {
-			ls.lost = true
-			continue
-		}
-		id := l.cn.newID()
-		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
-			first = firstErr(first, err)
-			ls.lost = true
-			continue
-		}
-		waiting[id] = l.cn
-	}
+	waiting, first := ls.sendCloses()
 	// Match replies by id: a reply a dying channel had already handed over may still
 	// turn up here, and must not be taken for a CLOSE's. For a Get or Put the wait is
 	// bounded by its ctx (File.callDone): a server that never answers a CLOSE must not
@@ -279,6 +262,30 @@ func (ls *lanes) finish() error {
 	}
 	ls.all = ls.all[:1]
 	return first
+}
+
+// sendCloses sends the CLOSE of every sibling handle and returns the ones sent (their
+// ids, to their conns) and the first failure to send one. A sibling whose channel is
+// gone gets none, and counts as lost, as does one whose CLOSE could not go out.
+func (ls *lanes) sendCloses() (waiting map[uint32]*conn, first error) {
+	waiting = make(map[uint32]*conn, len(ls.all))
+	for _, l := range ls.all {
+		if !l.sibling {
+			continue
+		}
+		if l.cn.failed() != nil {
+			ls.lost = true
+			continue
+		}
+		id := l.cn.newID()
+		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
+			first = firstErr(first, err)
+			ls.lost = true
+			continue
+		}
+		waiting[id] = l.cn
+	}
+	return waiting, first
 }
 
 // forgetCloses gives up on the CLOSE replies still owed (waiting maps their ids to

@@ -185,6 +185,9 @@ func TestKilledThenResumed(t *testing.T) {
 			require.NoFileExists(t, dst, "a stopped transfer left a file under the destination name")
 			require.True(t, s.WaitSessionsGone(testTimeout), "the server's sessions did not end")
 			resumed := requireProvenPart(t, part, data, tc.sig == syscall.SIGINT)
+			if fi, err := os.Stat(part); err == nil {
+				t.Logf("part of %d bytes; -a continues from %d: %d bytes sent again", fi.Size(), resumed, fi.Size()-resumed)
+			}
 			if tc.sig == syscall.SIGINT {
 				require.Positive(t, resumed, "nothing to resume: the test proves nothing")
 			}
