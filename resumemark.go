@@ -30,6 +30,13 @@ import (
 // are not set here) there is no mark, and Resume continues from W before the end, as
 // without it.
 
+// What else sets a part's times: Preserve, only on a part complete (the run that
+// finishes the transfer sets them after the last byte, before the rename), where the
+// claim a mark would make holds anyway; a run that stops after that cuts and marks
+// the part over them, and the run that finishes it sets them again. Another program
+// can set any time, the mark included, as it can write any bytes: Resume takes the
+// part files in its directory on trust (see Resume).
+
 // markTime is the mark: 2101-03-04T05:06:08Z, in seconds since 1970. A part's writes
 // set its modification time to its machine's clock; no clock shows this one (a
 // machine without a clock starts at 1970 or at its build date, and SFTP v3 carries no
