@@ -248,6 +248,10 @@ type Client struct {
 	// hashes is what the Client has learned of how the server hashes files (hash.go).
 	hashes hashMeans
 
+	// partEnds counts the ends of failed uploads under way, which Close lets finish
+	// (partcut.go).
+	partEnds partEnds
+
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
 }
@@ -506,8 +510,18 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // Close closes every SFTP channel of the Client, and the SSH connections it dialled
 // (WithDialer) or the pipes it opened (WithPipeOpener). Calls in flight fail with an
 // error that matches net.ErrClosed. Close is idempotent.
+//
+// First, Close lets the ends of failed uploads that went on in the background after
+// their call returned (a Put whose ctx ended: the cut of its part file, which keeps
+// the part resumable from its end, and the CLOSE of its handles) finish, waiting for
+// them at most 2 s plus four round trips, what a healthy server needs; past that
+// they are cut off, and the part is resumed from 64 MiB before its end (see Resume).
+// Other work in the background (the CLOSE of a handle nobody waits for) is not
+// waited for. So a program that cancels its transfers on an interrupt and then closes
+// its Client leaves its part files cut and marked, at the cost of that wait at most.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.partEnds.wait(c.main.stallGrace())
 		c.ctl.stop()
 		c.chans.closeAll()
 		if c.source != nil {

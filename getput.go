@@ -47,6 +47,8 @@ type transferOptions struct {
 	// afterPartLstat, set by tests only, runs between Resume's LSTAT of a remote part
 	// file and its OPEN: where a third party could swap the part.
 	afterPartLstat func(part string)
+
+	journal *Journal // KeepJournal's; nil without
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -100,10 +102,20 @@ func Recursive() TransferOption {
 // whatever stops it: its ctx, Client.Close, a lost connection, the process killed.
 // So a part file of S bytes this package left holds the source's bytes everywhere
 // below S-W, after any number of stops and resumes, and Resume continues from there
-// (from the start when S is W or less): a stop costs at most W sent again. A transfer
-// that stops while the program runs also cuts its part to the known prefix (a Get's
-// locally; a Put's through its open handle, never by name, and only while that handle
-// is open).
+// (from the start when S is W or less): a stop costs at most W sent again.
+//
+// A transfer that stops while the program runs also cuts its part to the known prefix
+// (a Get's locally; a Put's through its open handle, never by name, and only while
+// that handle is open), and once nothing of it can land any more, marks the part as
+// cut (its modification time set to one no clock shows, 2101-03-04T05:06:08Z): then
+// Resume continues from the part's end, and a stop costs nothing sent again. That is
+// every stop of a Get but the process killed, and a Put stopped by its ctx or by a
+// failure the server reported (the cut runs in the background once the ctx has
+// ended; Client.Close waits for it a little, see Close); a Put whose connection is
+// lost cannot cut its part (KeepJournal carries what it knew to the next call in the
+// same process). Any write to a marked part takes the mark away (a run of this
+// package that continues it does so before its first write), and a server that
+// ignores or refuses times in SETSTAT keeps none: then Resume goes back W.
 //
 // Before anything is written, the part is checked: it must be the file that was looked
 // at (a local part, os.SameFile; a remote one, opened for reading and writing, its
@@ -117,7 +129,8 @@ func Recursive() TransferOption {
 // What Resume cannot prove, and so takes on trust:
 //   - that a part file was left by this package, and by a build of it that bounded
 //     its writes: another program's part, or an older build's, may have holes
-//     anywhere below its size, which the check at the resume point does not see;
+//     anywhere below its size, which the check at the resume point does not see, and
+//     another program could set the mark on a part it did not cut;
 //   - that the source did not change between the runs elsewhere than where the check
 //     looks: the copy would mix old and new bytes;
 //   - that the part survived a crash of the machine that holds it (power lost, a
@@ -488,9 +501,20 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
 	}
 	if err != nil {
-		lf.Close()
-		if chk.nothingToKeep(off+n, err) {
+		var ve *VerifyError
+		switch {
+		case chk.nothingToKeep(off+n, err):
+			lf.Close()
 			t.local.remove(part)
+		case errors.As(err, &ve):
+			// Kept for the caller to look at, never to be continued: no mark.
+			lf.Close()
+		default:
+			// Every writer has ended: the part is cut to what they wrote, and marked
+			// for Resume to continue from its end (resumemark.go). A part closed
+			// already (finishLocal failed) is left as it is, unmarked.
+			markLocalPart(lf, off+n)
+			lf.Close()
 		}
 		return stopped(ctx, err)
 	}
@@ -580,6 +604,9 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	defer lf.Close()
 	part := remotePart(dst)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	if t.o.resume {
@@ -632,10 +659,15 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 			acked = 0 // a part that cannot grow is removed (nospace.go)
 		}
 	}
+	t.c.partEnds.start(part) // Client.Close lets it finish (partcut.go)
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+		defer t.c.partEnds.done(part)
 		cerr := closeFile(failed)
 		if (failed || cerr != nil) && acked == 0 {
 			t.removeUnproven(context.WithoutCancel(t.ctx), part)
+		}
+		if journalled(cerr, acked) == 0 {
+			t.o.journal.forget(part) // after the record below, when this runs late
 		}
 		return cerr
 	})
@@ -646,12 +678,29 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
+		t.o.journal.record(part, journalled(cerr, acked))
 		return stopped(ctx, err)
 	}
 	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
 		return stopped(ctx, err)
 	}
-	return t.c.Rename(ctx, part, dst)
+	if err = t.c.Rename(ctx, part, dst); err != nil {
+		t.o.journal.record(part, acked) // the part is whole, unless renamed after all
+	} else {
+		t.o.journal.forget(part)
+	}
+	return err
+}
+
+// journalled is what a Journal records for a failed upload whose CLOSE ended with
+// cerr, acked bytes known written: nothing when the server answered the CLOSE with a
+// failure, which may report a write it lost.
+func journalled(cerr error, acked int64) int64 {
+	var se *StatusError
+	if errors.As(cerr, &se) {
+		return 0
+	}
+	return acked
 }
 
 // createRemotePart creates the part file of an upload: the one way every upload
@@ -668,6 +717,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 // ever sent instead.
 func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.FileMode) (*File, error) {
 	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	t.o.journal.forget(part) // what it held was about the part this one replaces
 	f, err := t.openRemote(ctx, part, flag, perm)
 	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err

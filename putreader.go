@@ -126,6 +126,9 @@ func (t *getPutCall) putStreamTo(ctx context.Context, src *streamSource, remote 
 // putStream uploads src to a part file and renames it to dst: putFile for a reader.
 func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst string) (n int64, err error) {
 	part := remotePart(dst)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return 0, err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	if t.o.resume {

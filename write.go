@@ -228,9 +228,16 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	halt()
 	ws.endSum()
 	ws.cleanup()
-	// A failed CLOSE of a sibling handle may be the only report of a lost write.
+	// A failed CLOSE of a sibling handle may be the only report of a lost write: a
+	// server's answer puts the failure at the start. A CLOSE that failed with its
+	// channel says nothing of the WRITEs the server acknowledged: the failure goes
+	// past them, so that what is known written stays known (Resume, KeepJournal).
 	if err := ws.finish(); err != nil {
-		ws.fail(ws.start, err)
+		at := ws.start
+		if channelLost(err) {
+			at = ws.acked.prefix
+		}
+		ws.fail(at, err)
 	}
 	n := min(ws.acked.prefix, ws.end) - ws.start
 	if parallel {

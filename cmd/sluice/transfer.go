@@ -90,6 +90,10 @@ type xferRun struct {
 	a   *app
 	d   *display  // nil with -q
 	log *retryLog // nil without --retries
+	// journal carries from a failed try to the next how far the server had
+	// acknowledged each upload's part file (sftp.KeepJournal): a part the dropped
+	// connection left uncut continues from there. Nil without --retries.
+	journal *sftp.Journal
 
 	filesBefore int          // files the earlier tries completed
 	filesFound  atomic.Int64 // files this try found (FilesTotal)
@@ -99,6 +103,7 @@ func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
 	r := &xferRun{a: a}
 	if x.retries > 0 {
 		r.log = newRetryLog()
+		r.journal = sftp.NewJournal()
 	}
 	if !x.quiet {
 		r.d = newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
@@ -108,10 +113,14 @@ func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
 	return r
 }
 
-// try runs do once with opts and the run's progress report.
+// try runs do once with opts, the run's progress report and its journal.
 func (r *xferRun) try(opts []sftp.TransferOption, do func(...sftp.TransferOption) error) error {
 	r.log.startTry()
-	return do(append(opts, sftp.OnProgress(r.report))...)
+	opts = append(opts, sftp.OnProgress(r.report))
+	if r.journal != nil {
+		opts = append(opts, sftp.KeepJournal(r.journal))
+	}
+	return do(opts...)
 }
 
 func (r *xferRun) report(p sftp.Progress) {
