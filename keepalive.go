@@ -91,10 +91,11 @@ func (k keepaliveSpec) silence() time.Duration { return time.Duration(k.count) *
 //
 // WithKeepalive(0, 0) turns it off. interval must be at most a day and count 1 to
 // 1000. A pipe Client (NewClientPipe) has no SSH layer: it probes only when
-// WithKeepalive is given, with an SFTP request (REALPATH of "."), and gives the
-// channel up only when that request is the oldest one unanswered, so that a slow
-// reply to another request is never taken for silence; during a long request on a
-// pipe, only the transport's own keepalive (ssh -o ServerAliveInterval) can tell.
+// WithKeepalive is given, with an SFTP request (REALPATH of ".") on its main channel,
+// and gives that channel up only when the request is the oldest one unanswered, so
+// that a slow reply to another request is never taken for silence; during a long
+// request on a pipe, and on the pipes of WithPipeOpener, only the transport's own
+// keepalive (ssh -o ServerAliveInterval) can tell.
 func WithKeepalive(interval time.Duration, count int) Option {
 	return func(o *options) error {
 		switch {
