@@ -30,6 +30,10 @@ type options struct {
 	channels     int
 	stripeMinRTT time.Duration
 	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// span and stripeFrom, when not 0, stand for maxSpan and stripeMin: tests lower
+	// them, so that transfers of a few MiB do what large ones do.
+	span       int64
+	stripeFrom int64
 	// beforeSiblingOpen, when set, runs before a transfer opens its file on another
 	// lane (tests swap the file there).
 	beforeSiblingOpen func(name string)

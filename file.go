@@ -37,6 +37,10 @@ type File struct {
 	// CLOSEs), so a server that never answers cannot hold the call. Nil otherwise: a
 	// File closed by its user waits for those replies, as Close waits for its own.
 	callDone <-chan struct{}
+	// onAcked, set by a Put that reports progress, is called by the write engine with
+	// each advance of the acknowledged prefix (write.go): progress counts what the
+	// server confirmed, not what was handed to the channel.
+	onAcked func(n int64)
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
 	// so a transfer in another goroutine stops promptly instead of deadlocking. It is
@@ -459,7 +463,7 @@ func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	n, err := f.writeAt(p, f.offset)
+	n, err := f.writeAt("write", p, f.offset)
 	f.offset += int64(n)
 	return n, err
 }
@@ -479,24 +483,25 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	f.dropReadAhead()
 	f.mu.Unlock()
-	return f.writeAt(p, off)
+	return f.writeAt("writeat", p, off)
 }
 
-func (f *File) writeAt(p []byte, off int64) (int, error) {
+// writeAt writes p at off; its errors name op, the caller's entry point.
+func (f *File) writeAt(op string, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if len(p) <= f.c.limits.MaxWrite {
-		return f.writeOne(p, off)
+		return f.writeOne(op, p, off)
 	}
-	ws := f.newWriteStream(off)
+	ws := f.newWriteStream(op, off)
 	n, err := ws.copyFrom(bytes.NewReader(p))
 	return int(n), err
 }
 
 // writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
 // goroutines would cost more than they save for one request.
-func (f *File) writeOne(p []byte, off int64) (int, error) {
+func (f *File) writeOne(op string, p []byte, off int64) (int, error) {
 	// The buffer goes back to the pool once both this call and the channel's writer
 	// are done with it: a call that gives up may leave its WRITE mid-Write.
 	pp := &pooledPacket{bp: f.c.dataBuf(), pool: &f.c.dataPool}
@@ -514,7 +519,7 @@ func (f *File) writeOne(p []byte, off int64) (int, error) {
 		err = f.cn.check(expectStatus("WRITE", &r))
 	}
 	if err = firstErr(perr, err); err != nil {
-		return 0, f.err("write", err)
+		return 0, f.err(op, err)
 	}
 	return len(p), nil
 }
@@ -531,7 +536,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	ws := f.newWriteStream(f.offset)
+	ws := f.newWriteStream("readfrom", f.offset)
 	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
 	f.offset += n
 	return n, err

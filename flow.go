@@ -21,6 +21,39 @@ import "time"
 // round trips of opening handles are paid back.
 const stripeMin = 8 << 20
 
+// maxSpan (W) bounds how far out of order any transfer writes, summed over all its
+// lanes: no byte is written W or more past the transfer's contiguous prefix known
+// written (an upload's acknowledged prefix; a download's prefix its writers have
+// written to an io.WriterAt), whatever the window, the lanes or the order in which
+// servers carry out and answer the requests. So whatever stops a transfer, even a
+// killed process that cuts nothing, everything below size-W of what it leaves is
+// written, and Resume continues from there (resume.go has the proof).
+//
+// It is one constant, not a function of WithMaxInflight, WithChannels or the request
+// size, because a later run relies on the bound an earlier one kept, whatever options
+// either used; for the same reason it may be raised in a later version, never lowered.
+// It costs no throughput: it is twice the largest striped window (windowBudget), so a
+// window can run a whole window's worth past a request that is late at the prefix. It
+// is also what a resumed transfer sends again at most, so it is not larger.
+const maxSpan = 64 << 20
+
+// span is W for this Client's transfers: maxSpan (tests lower it).
+func (c *Client) span() int64 {
+	if c.opts.span > 0 {
+		return c.opts.span
+	}
+	return maxSpan
+}
+
+// minStripe is how large a transfer must be before it stripes: stripeMin (tests lower
+// it).
+func (c *Client) minStripe() int64 {
+	if c.opts.stripeFrom > 0 {
+		return c.opts.stripeFrom
+	}
+	return stripeMin
+}
+
 // channelWindow is the flow-control window of one SSH session channel as x/crypto/ssh
 // grants it to the server (so it bounds every download lane exactly), and as
 // OpenSSH's sshd grants it to the client (so it bounds upload lanes against sshd).

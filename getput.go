@@ -33,6 +33,8 @@ type transferOptions struct {
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	// skipFile is SkipFiles' predicate; nil without.
+	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
@@ -80,21 +82,47 @@ func Recursive() TransferOption {
 
 // Resume continues transfers that an earlier call left unfinished. Each file is
 // written under a part name first (".<name>.sluice-part" beside a remote destination,
-// "<name>.sluice-part" for a local one); with Resume, an existing part file is taken to
-// hold the source's first bytes and the transfer continues from its size. Only the part
-// file counts: a destination already present under its final name is copied again and
-// replaced. A part file larger than the source, or one that is not a regular file (a
-// link, say: it is never followed), is an error.
+// "<name>.sluice-part" for a local one); with Resume, an existing part file is
+// continued from the point below which it is proven to hold the source's bytes, and
+// only the rest is sent. Only the part file counts: a destination already present
+// under its final name is copied again and replaced. A part file larger than the
+// source, or one that is not a regular file (a link, say: it is never followed), is
+// an error.
 //
-// A part file is reopened by name after it was looked at, so the file opened is checked
-// to be the one looked at before anything is written to it. A local part (Get) must be
-// the same file (os.SameFile); it is not compared with the source. A remote part (Put)
-// is opened for reading and writing, its attributes read through the handle must be
-// those its LSTAT showed, and its last bytes (up to one READ) must be the source's bytes
-// at those offsets; a part that fails either check is replaced and the upload starts
-// over. A server that refuses to open a file for reading and writing (some do) cannot be
-// checked: Put with Resume fails there when a part file exists (remove it, or upload
-// without Resume).
+// What Resume proves. A transfer of this package writes at most 64 MiB (W) out of
+// order: nothing lands 64 MiB or more past a prefix known written (acknowledged by the
+// server, for Put; written to the local file, for Get), whatever the options and
+// whatever stops it: its ctx, Client.Close, a lost connection, the process killed.
+// So a part file of S bytes this package left holds the source's bytes everywhere
+// below S-W, after any number of stops and resumes, and Resume continues from there
+// (from the start when S is W or less): a stop costs at most W sent again. A transfer
+// that stops while the program runs also cuts its part to the known prefix (a Get's
+// locally; a Put's through its open handle, never by name, and only while that handle
+// is open).
+//
+// Before anything is written, the part is checked: it must be the file that was looked
+// at (a local part, os.SameFile; a remote one, opened for reading and writing, its
+// attributes read through the handle those its LSTAT showed), and its bytes just
+// before the resume point (up to one READ) must be the source's there (for Put, the
+// local file's; for Get, the remote file's). A part that fails a check is replaced and
+// the transfer starts over. A server that refuses to open a file for reading and
+// writing (some do) cannot be checked: Put with Resume fails there when a part file
+// exists that could be continued (remove it, or upload without Resume).
+//
+// What Resume cannot prove, and so takes on trust:
+//   - that a part file was left by this package, and by a build of it that bounded
+//     its writes: another program's part, or an older build's, may have holes
+//     anywhere below its size, which the check at the resume point does not see;
+//   - that the source did not change between the runs elsewhere than where the check
+//     looks: the copy would mix old and new bytes;
+//   - that the part survived a crash of the machine that holds it (power lost, a
+//     kernel panic; not a process killed, which loses nothing written): writes the
+//     system had not put on stable storage are lost, anywhere in the file, while its
+//     size may still cover them. Fsync does not change that for a part: it flushes a
+//     file only once complete. A server that acknowledges WRITEs it has not stored
+//     (and loses them) is the same case.
+//
+// Comparing a checksum of the copy with the source's is what catches these.
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
@@ -123,6 +151,14 @@ func Preserve() TransferOption {
 // Fsync flushes each file to stable storage before it is renamed into place: with
 // fsync@openssh.com for Put (a server without it fails the Put before anything moves)
 // and fsync(2) for Get. The rename itself is not flushed.
+//
+// What holds after a crash of the machine that holds the copy (power lost, a kernel
+// panic), which loses the writes the system had not yet stored: with Fsync, a file
+// renamed into place holds the whole source, or the rename was lost and its part file
+// is left whole, for Resume to finish; without Fsync, even a file renamed into place
+// may have lost writes (a file system may store the rename before the data). Either
+// way a part file of a transfer the crash interrupted was never flushed and may have
+// lost writes anywhere below its size, which Resume cannot see (see Resume).
 func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
@@ -264,6 +300,9 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 		defer t.local.close()
 		return t.getTree(remote, fi)
 	}
+	if t.skipped(remote, fi) {
+		return nil
+	}
 	t.rep.plan(remoteSize(fi))
 	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
 		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
@@ -317,6 +356,8 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return t.putTree(local, remote, fi, root)
 	case !fi.Mode().IsRegular():
 		return pathErr("put", local, errNotRegular)
+	case t.skipped(local, fi):
+		return nil
 	}
 	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
 }
@@ -401,7 +442,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
 	if t.o.resume {
-		if off, resumed, err = t.local.resumePoint(part, size); err != nil {
+		if off, resumed, err = t.resumePoint(part, size); err != nil {
 			return err
 		}
 	}
@@ -410,17 +451,18 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		return err
 	}
 	var lf *os.File
+	perm := createPerm(fi.Mode(), remoteHasPerm(fi))
 	if resumed != nil {
-		lf, err = t.local.reopenPart(part, resumed)
+		lf, off, err = t.reopenLocalPart(ctx, f, part, resumed, off, perm)
 	} else {
-		lf, err = t.local.createPart(part, createPerm(fi.Mode(), remoteHasPerm(fi)))
+		lf, err = t.local.createPart(part, perm)
 	}
 	if err != nil {
 		closeWithin(t.ctx, f)
 		return err
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	n, err := t.download(ctx, f, src, lf, off, size, p)
 	if err == nil {
 		err = ctx.Err()
@@ -534,7 +576,7 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	stop := watch(ctx, f)
 	p := t.rep.start(src, dst, off, fi.Size())
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	var n int64
 	if err = ctx.Err(); err == nil { // as in getFile
 		var data []byte
@@ -548,22 +590,29 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
-	// a failure the part is cut to what was acknowledged, once the close is done (see
-	// keepPart).
-	return t.finishPut(ctx, f, part, dst, err, off+n, f.Close)
+	// a failure the part is cut to what was acknowledged, through the handle, before
+	// the close (partcut.go).
+	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n))
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
-// to be on the server: closeFile closes f (its error wrapped as File's are), then on any
-// failure the part is cut to acked (keepPart), else it is renamed to dst. The close and
-// the cut are waited for only while the call's ctx lasts; then they finish in the
-// background, in that order.
-func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
+// to be on the server: closeFile closes f (its error wrapped as File's are; told
+// whether the upload failed, so it can cut the part first), then a failed upload's
+// part is removed if nothing of it is known written (removeUnproven), and a finished
+// one is renamed to dst. The close and what follows are waited for only while the
+// call's ctx lasts; then they finish in the background, in that order.
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error) error {
 	failed := err != nil
+	if failed {
+		var ns *noSpaceError
+		if err = t.explainFull(t.ctx, part, err); errors.As(err, &ns) {
+			acked = 0 // a part that cannot grow is removed (nospace.go)
+		}
+	}
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
-		cerr := closeFile()
-		if failed || cerr != nil {
-			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		cerr := closeFile(failed)
+		if (failed || cerr != nil) && acked == 0 {
+			t.removeUnproven(context.WithoutCancel(t.ctx), part)
 		}
 		return cerr
 	})
@@ -606,19 +655,6 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 	return t.openRemote(ctx, part, flag, perm)
 }
 
-// keepPart leaves a failed upload's part file holding exactly its acknowledged
-// prefix, or removes it when that is empty. WRITEs given up on may still have landed,
-// out of order across striped channels, leaving a hole before data that Resume would
-// take as sent; the handle's close has let every such WRITE land, so cutting the file
-// now keeps only what is known to be there. Best effort.
-func (t *getPutCall) keepPart(ctx context.Context, part string, acked int64) {
-	if acked == 0 {
-		t.c.Remove(ctx, part)
-		return
-	}
-	t.c.Truncate(ctx, part, acked)
-}
-
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
 // the bytes the server acknowledged.
 func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
@@ -631,13 +667,13 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		}
 	}
 	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
-	// ends, whether it grew since it was listed or not, as cp would copy it.
-	var src io.Reader = lf
+	// ends, whether it grew since it was listed or not, as cp would copy it. Progress
+	// counts what the server acknowledged.
 	if p != nil {
-		src = &progressFile{f: lf, p: p}
+		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(src); err != nil {
+	if *n, err = f.ReadFrom(lf); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

@@ -57,7 +57,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 		return err
 	}
 	p := t.rep.start(src, dst, 0, remoteSize(fi))
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	// Only Write, so the data comes in order: a FIFO or a terminal has no offsets.
 	var w io.Writer = lf
 	if p != nil {
@@ -109,11 +109,13 @@ func (t *getPutCall) sendInPlace(ctx context.Context, r io.Reader, name string, 
 	}
 	f.append = true // not striped (see above); the offsets it sends are kept
 	p := t.rep.start(name, dst, 0, size)
-	defer func() { p.end(err) }()
-	src := countRead(r, p)
+	defer func() { p.end(ctx, err) }()
+	if p != nil {
+		f.onAcked = p.add
+	}
 	stop := watch(ctx, f)
 	if err = ctx.Err(); err == nil {
-		n, err = f.ReadFrom(src)
+		n, err = f.ReadFrom(r)
 	}
 	stop()
 	if cerr := closeWithin(t.ctx, f); err == nil {

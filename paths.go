@@ -88,7 +88,7 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 // Mkdir creates a directory with perm (before the server's umask). When name exists
 // already the error matches fs.ErrExist: SFTP v3 servers answer only FAILURE there,
 // so after a FAILURE Mkdir asks with Lstat, and reports what it learned together with
-// the server's *StatusError (see existError).
+// the server's *StatusError.
 func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error {
 	a := sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
 	err := c.statusCall(ctx, "MKDIR", func(id uint32) []byte {

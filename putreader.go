@@ -40,9 +40,10 @@ func errStreamOption(name string) error {
 // On failure a part file is removed, unless it holds data that Resume can continue.
 // Resume needs a source that can be read at any offset: r an io.ReaderAt and io.Seeker
 // of known size (an *os.File on a regular file, *bytes.Reader, *io.SectionReader). Then
-// the bytes from r's current position are the file, a part file an earlier call left
-// is checked against them as Put checks it (its attributes through the handle, its last
-// bytes against r's at the same offsets), and the upload continues from its end. A
+// the bytes from r's current position are the file, and a part file an earlier call
+// left is checked against them and continued as Put continues one (see Resume: from
+// W, 64 MiB, before its end, after checking its attributes through the handle and its
+// bytes just before that point against r's at the same offsets). A
 // plain stream can be neither checked against a part file nor read from the middle:
 // Resume with one is an error, and its failed uploads leave no part file.
 //
@@ -132,7 +133,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	}
 	stop := watch(ctx, f)
 	p := t.rep.start("", dst, off, src.size)
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	if err = ctx.Err(); err == nil { // as in getFile
 		var head []byte
 		var small bool
@@ -144,7 +145,8 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 		}
 	}
 	stop()
-	return off + n, t.finishPut(ctx, f, part, dst, err, t.keepable(off+n), f.Close)
+	acked := t.keepable(off + n)
+	return off + n, t.finishPut(ctx, f, part, dst, err, acked, closeCutting(f, acked))
 }
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),
@@ -190,8 +192,11 @@ func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource,
 	if len(head) > 0 {
 		r = io.MultiReader(bytes.NewReader(head), r)
 	}
+	if p != nil {
+		f.onAcked = p.add
+	}
 	var err error
-	if *n, err = f.ReadFrom(countRead(r, p)); err != nil {
+	if *n, err = f.ReadFrom(r); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {
@@ -212,49 +217,3 @@ func (t *getPutCall) keepable(acked int64) int64 {
 	}
 	return acked
 }
-
-// countRead reports what is read from r to p, keeping the methods that let
-// File.ReadFrom read r at offsets with several goroutines (see sizedReaderAt). With
-// no p it is r.
-func countRead(r io.Reader, p *fileProgress) io.Reader {
-	if p == nil {
-		return r
-	}
-	if ra, base, size, ok := sizedReaderAt(r); ok {
-		return &progressReaderAt{progressReader: progressReader{r: r, p: p}, ra: ra, sk: r.(io.Seeker), size: base + size}
-	}
-	return &progressReader{r: r, p: p}
-}
-
-// progressReader counts what is read from a plain reader.
-type progressReader struct {
-	r io.Reader
-	p *fileProgress
-}
-
-func (pr *progressReader) Read(b []byte) (int, error) {
-	n, err := pr.r.Read(b)
-	pr.p.add(n)
-	return n, err
-}
-
-// progressReaderAt counts what is read from a reader File.ReadFrom reads at offsets.
-type progressReaderAt struct {
-	progressReader
-	ra   io.ReaderAt
-	sk   io.Seeker
-	size int64
-}
-
-func (pr *progressReaderAt) ReadAt(b []byte, off int64) (int, error) {
-	n, err := pr.ra.ReadAt(b, off)
-	pr.p.add(n)
-	return n, err
-}
-
-func (pr *progressReaderAt) Seek(off int64, whence int) (int64, error) {
-	return pr.sk.Seek(off, whence)
-}
-
-// Size is the source's whole size, as sizedReaderAt reads it.
-func (pr *progressReaderAt) Size() int64 { return pr.size }

@@ -12,19 +12,64 @@ import (
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// Resume's checks. Resume continues an upload into the part file an earlier attempt
-// left: it looks at the part with LSTAT, then opens it by name. Someone with write
-// access to the destination directory can put a link at that name in between, and
-// the rest of the upload would be written through it (into authorized_keys, say). So
-// the handle is proven to be the part that was looked at before a byte is written
-// through it:
-//   - it is opened READ|WRITE, without CREAT or TRUNC: nothing is made or cut;
+// Resume: where a part file is continued from, and the checks before a byte is
+// written to it.
+//
+// The resume point. A part file of size S is continued from R = max(0, S-W), W being
+// maxSpan: every byte below S-W of a part file this package left is the source's. That
+// is an invariant, proven by induction over the runs that wrote the part, from what the
+// engine keeps to and what it takes a server's (or the local file system's) word for:
+//
+//   - the span rule (read.go, write.go): with P the run's contiguous prefix known
+//     written (acknowledged by the server, for an upload; reported written by the
+//     writers, for a download), no request is sent whose bytes reach P+W. P only
+//     grows, so every byte a run writes, or may still write after it stopped (WRITEs
+//     in flight, a sibling lane's late ones, a WriteAt under way), lies below Pe+W,
+//     Pe being the prefix where the run stopped, however it stopped;
+//   - a run writes only the source's bytes at their offsets, and a nonce per stripe
+//     round (reopen.go) at the start of a chunk it holds back, whose data follows it
+//     on the same channel: a nonce below Pe was overwritten, since its chunk is then
+//     acknowledged;
+//   - a WRITE the server acknowledged, or a WriteAt that returned, is in the file;
+//   - a server carries out one channel's requests in order.
+//
+// Invariant, of a part of size S: every byte below S-W is the source's. A new part
+// is empty, so it holds. Step: a run continues a part of size S0 for which it holds,
+// from R = max(0, S0-W), so the bytes below R are the source's; the run writes at R
+// and past it only. Say it stops with prefix Pe >= R, and let M = max(R, Pe). Below M
+// every byte is the source's: below R by the invariant, in [R, Pe) because the run's
+// writes there landed (a nonce there was overwritten). Past M the part may hold
+// anything: old bytes the invariant did not cover, holes, a nonce, writes that never
+// landed. The part's new size S1 is either:
+//
+//   - cut on the way out to Pe (Get always, while the process lives; Put through the
+//     handle, partcut.go), then grown at most by late writes below Pe+W: S1-W < Pe,
+//     so S1-W <= M; or
+//   - not cut (the process killed, the connection lost): S0, or the end of a write
+//     that landed. If S0, S1-W = S0-W <= R <= M (or S1 <= W, and nothing is to
+//     prove); else S1 < Pe+W, so S1-W < Pe <= M.
+//
+// Either way every byte below S1-W is below M, so the invariant holds after the run:
+// after any number of stops and resumes, whatever options each run used (W is one
+// constant: a later version may raise it, never lower it).
+//
+// So Resume sends at most W more than what the part is missing, and a part of W bytes
+// or less is started over. What this cannot cover, Resume's documentation says: a
+// part another program left (or a build of this package from before the bound), a
+// source that changed between runs, and writes a machine's crash lost.
+//
+// The checks. Resume looks at the part with LSTAT, then opens it by name. Someone with
+// write access to the destination directory can put a link at that name in between,
+// and the rest of the transfer would be written through it (into authorized_keys,
+// say). So the part is proven to be the one that was looked at before a byte is
+// written to it. An upload's remote part:
+//   - is opened READ|WRITE, without CREAT or TRUNC: nothing is made or cut;
 //   - FSTAT through the handle must show the size, modification time, permissions
 //     and owner LSTAT showed (a link's target is another file, which differs in at
 //     least one of them unless it was made to match);
-//   - its last bytes (up to one READ) must be the local source's bytes at the same
-//     offsets: the content Resume takes the part to hold, which a file made to match
-//     the attributes would have to match as well.
+//   - its bytes just before R (up to one READ) must be the local source's bytes at
+//     the same offsets: the content Resume takes the part to hold, which a file made
+//     to match the attributes would have to match as well.
 //
 // A part that fails either check is not resumed: it is removed and the upload starts
 // again in a part created exclusively (createRemotePart). A server that refuses to
@@ -34,15 +79,18 @@ import (
 //
 // A download's part file is local (localDest.reopenPart): opened through the root
 // without blocking, and checked to be the file LSTAT showed (os.SameFile), which no
-// link or FIFO put in its place can be.
+// link or FIFO put in its place can be. Its bytes just before R (up to one READ) must
+// be the remote file's at the same offsets, or it is replaced and the download starts
+// over: a part of another version of the file is not continued.
 
 // errResumeRDWR wraps a server's refusal to open a part file READ|WRITE.
 var errResumeRDWR = errors.New("sftp: Resume needs to open the part file for reading and writing to check it before writing to it, and the server refused; remove the part file or upload without Resume")
 
 // resumeRemotePart opens for Resume the part file of an upload of size bytes from lf,
-// proven as the package comment says, and returns it with the offset to continue
-// from. f is nil when there is no part to continue (none, an empty one, or one that
-// failed the proof): the caller creates a new one, which replaces what is there.
+// proven as the comment above says, and returns it with the offset to continue from
+// (resumeOffset). f is nil when there is no part to continue (none, one without a
+// proven byte, or one that failed the proof): the caller creates a new one, which
+// replaces what is there.
 func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.ReaderAt, size int64) (f *File, off int64, err error) {
 	pfi, err := t.c.Lstat(ctx, part)
 	switch {
@@ -53,11 +101,11 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	case !pfi.Mode().IsRegular():
 		return nil, 0, pathErr("resume", part, errNotRegular)
 	}
-	if off = pfi.Size(); off > size {
-		return nil, 0, partTooLong(part, off, size)
+	if pfi.Size() > size {
+		return nil, 0, partTooLong(part, pfi.Size(), size)
 	}
-	if off == 0 {
-		return nil, 0, nil // nothing to continue
+	if off = t.c.resumeOffset(pfi.Size()); off == 0 {
+		return nil, 0, nil // nothing proven to continue from
 	}
 	if t.o.afterPartLstat != nil {
 		t.o.afterPartLstat(part)
@@ -83,22 +131,29 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	return f, off, nil
 }
 
-// provePart reports whether f, open on a part file of off bytes, is the file whose
-// LSTAT said want and holds lf's bytes before off at its end.
+// provePart reports whether f, open on a part file, is the file whose LSTAT said want
+// and holds lf's bytes before off, the resume point.
 func provePart(f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) bool {
 	got, err := f.fstat()
 	if err != nil || !sameFileAttrs(want, &got) {
 		return false
 	}
-	n := min(off, int64(f.c.readSize()))
-	remote, local := make([]byte, n), make([]byte, n)
-	if _, err := io.ReadFull(io.NewSectionReader(f, off-n, n), remote); err != nil {
+	return sameBefore(f, lf, off, f.c.readSize())
+}
+
+// sameBefore reports whether a and b hold the same bytes in the n (at most) before
+// off: the check that a part holds the source's bytes at the resume point. A read
+// that fails or comes back short is a difference.
+func sameBefore(a, b io.ReaderAt, off int64, n int) bool {
+	k := min(off, int64(n))
+	x, y := make([]byte, k), make([]byte, k)
+	if _, err := io.ReadFull(io.NewSectionReader(a, off-k, k), x); err != nil {
 		return false
 	}
-	if _, err := lf.ReadAt(local, off-n); err != nil {
+	if _, err := io.ReadFull(io.NewSectionReader(b, off-k, k), y); err != nil {
 		return false
 	}
-	return bytes.Equal(remote, local)
+	return bytes.Equal(x, y)
 }
 
 // remoteAttrsOf is the ATTRS a remote FileInfo was made from.
@@ -109,10 +164,18 @@ func remoteAttrsOf(fi fs.FileInfo) *sshfx.Attrs {
 	return &sshfx.Attrs{}
 }
 
-// resumePoint finds the part file a download left: its size is where the transfer of
-// size bytes (-1: not known) continues, and pfi what the reopen must find (nil when
-// there is none).
-func (d *localDest) resumePoint(part string, size int64) (off int64, pfi fs.FileInfo, err error) {
+// resumeOffset is where a transfer continues into a part file of size bytes: W
+// (maxSpan) before its end, the point below which it is proven written (see the proof
+// above), or 0.
+func (c *Client) resumeOffset(size int64) int64 {
+	return max(0, size-c.span())
+}
+
+// resumePoint finds the part file a download of size bytes (-1: not known) left: pfi
+// is what the reopen must find, nil when there is no part to continue (none, or none
+// long enough to hold a proven byte).
+func (t *getPutCall) resumePoint(part string, size int64) (off int64, pfi fs.FileInfo, err error) {
+	d := t.local
 	pfi, err = d.lstat(part)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -122,8 +185,36 @@ func (d *localDest) resumePoint(part string, size int64) (off int64, pfi fs.File
 	case !pfi.Mode().IsRegular():
 		return 0, nil, pathErr("resume", d.path(part), errNotRegular)
 	}
-	if off = pfi.Size(); size >= 0 && off > size {
-		return 0, nil, partTooLong(d.path(part), off, size)
+	if size >= 0 && pfi.Size() > size {
+		return 0, nil, partTooLong(d.path(part), pfi.Size(), size)
+	}
+	if off = t.c.resumeOffset(pfi.Size()); off == 0 {
+		return 0, nil, nil
 	}
 	return off, pfi, nil
+}
+
+// reopenLocalPart opens for Resume the part file a download left, pfi from its LSTAT,
+// to continue at off, and checks that it holds the remote file's bytes before off
+// (one READ of f, bounded by ctx): a part of another version of the file, or of
+// another file, is not continued. When it does not, the part is replaced by a new one,
+// empty, and off is 0.
+func (t *getPutCall) reopenLocalPart(ctx context.Context, f *File, part string, pfi fs.FileInfo, off int64, perm fs.FileMode) (*os.File, int64, error) {
+	lf, err := t.local.reopenPart(part, pfi)
+	if err != nil {
+		return nil, 0, err
+	}
+	stop := watch(ctx, f)
+	same := sameBefore(f, lf, off, t.c.readSize())
+	stop()
+	if err := ctxError(ctx, ""); err != nil {
+		lf.Close()
+		return nil, 0, err
+	}
+	if same {
+		return lf, off, nil
+	}
+	lf.Close()
+	lf, err = t.local.createPart(part, perm)
+	return lf, 0, err
 }

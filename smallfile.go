@@ -331,7 +331,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 	if t.o.preserve {
 		a, err := preserveAttrs(fi.Mode(), localAtime(fi), fi.ModTime())
 		if err != nil {
-			t.abortPut(f, part, 0)
+			t.abortPut(f, part)
 			return err
 		}
 		steps = append(steps, step{"setstat", func(id uint32) []byte {
@@ -342,7 +342,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 		steps = append(steps, step{"sync", func(id uint32) []byte { return appendExtended(nil, id, extFsync, f.handle) }})
 	}
 	if err := ctxError(ctx, ""); err != nil {
-		t.abortPut(f, part, 0)
+		t.abortPut(f, part)
 		return err
 	}
 	encs := make([]encoder, len(steps))
@@ -362,12 +362,12 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 		switch {
 		case werr == nil && steps[i].op == "write":
 			acked = int64(len(data))
-			p.add(len(data))
+			p.add(int64(len(data)))
 		case werr != nil && err == nil:
 			err = werr
 		}
 	})
-	return t.finishPut(ctx, f, part, dst, err, t.keepable(acked), func() error {
+	return t.finishPut(ctx, f, part, dst, err, t.keepable(acked), func(bool) error { // no cut: the CLOSE is out
 		if cerr := closeReply(context.WithoutCancel(t.ctx), f, cls); cerr != nil {
 			return f.err("close", cerr)
 		}
@@ -375,11 +375,12 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 	})
 }
 
-// abortPut closes f, the part file of an upload that sent nothing, and removes it.
-func (t *getPutCall) abortPut(f *File, part string, acked int64) {
+// abortPut closes f, the part file of an upload that sent nothing, and removes it
+// (partcut.go).
+func (t *getPutCall) abortPut(f *File, part string) {
 	waitWithin(t.ctx, f.cn, func() error {
-		cerr := f.Close()
-		t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		cerr := cutAndClose(f, 0)
+		t.removeUnproven(context.WithoutCancel(t.ctx), part)
 		return cerr
 	})
 }

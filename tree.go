@@ -226,7 +226,7 @@ func (r *treeRun) walk(d *treeDir) {
 			}
 		case mode&fs.ModeSymlink != 0:
 			r.hand(d, e, false)
-		case mode.IsRegular():
+		case mode.IsRegular() && !r.t.skipped(e.src, e.info):
 			r.foundFile(e.info)
 			r.hand(d, e, true)
 		}

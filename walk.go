@@ -346,7 +346,7 @@ func (c *Client) Glob(ctx context.Context, pattern string) ([]string, error) {
 	g := &globber{c: c, b: c.newBudget()}
 	matches, err := g.glob(ctx, pattern, 0)
 	if errors.Is(err, ErrListingTooLarge) {
-		return nil, fmt.Errorf("sftp: glob: %w", err)
+		return nil, pathErr("glob", pattern, err)
 	}
 	return matches, err
 }

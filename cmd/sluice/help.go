@@ -17,7 +17,8 @@ Where the copy lands is rsync's rule:
                                  run again, it lands there again (--sync skips what is there)
   put -r photos/ box:backup      the contents of photos land in backup
   put f.txt box:dir              into dir as dir/f.txt when dir is a directory, else as dir
-  put a b 'c*' box:dir/          several sources: dir must be a directory
+  put f.txt box:dir/             into dir as dir/f.txt (dir is made if missing)
+  put a b 'c*' box:dir/          several sources, or a glob: into dir (made if missing)
   put - box:f.txt                standard input, to a part name, renamed into place when done
 
 Each file is written under .NAME.sluice-part and renamed into place when complete; -a
@@ -31,7 +32,9 @@ Where the copy lands is rsync's rule, the same as put's:
   get -r box:photos/ restore     the contents of photos land in restore
   get -r box:~ restore           ~ has no name of its own: its contents land in restore
   get box:f.txt dir              into dir as dir/f.txt when dir is a directory, else as dir
-  get 'box:logs/*.log' out/      a glob or several sources: one transfer into out/
+  get box:f.txt dir/             into dir as dir/f.txt (dir is made if missing)
+  get 'box:logs/*.log' out/      a glob or several sources: one transfer into out/ (made if
+                                 missing)
   get box:f.txt -                to standard output, as it arrives (no part file)
 
 The server never names a local file: only what you typed, or what was listed under what

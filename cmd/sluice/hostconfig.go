@@ -75,6 +75,10 @@ var hostKeywords = []hostStep{
 	{"ServerAliveInterval", applyAliveInterval},
 	{"ServerAliveCountMax", applyAliveCountMax},
 	{"Ciphers", applyCiphers},
+	{"KexAlgorithms", applyAlgorithms(kexKind, func(hc *hostConfig) *[]string { return &hc.kexAlgos })},
+	{"MACs", applyAlgorithms(macKind, func(hc *hostConfig) *[]string { return &hc.macs })},
+	{"HostKeyAlgorithms", applyAlgorithms(hostKeyKind, func(hc *hostConfig) *[]string { return &hc.hostKeyAlgos })},
+	{"HostKeyAlias", applyHostKeyAlias},
 }
 
 // resolveHost works out hc for r: the operand's user and port win, then the flags,

@@ -32,6 +32,15 @@ const (
 )
 
 func main() {
+	ctx, stop := signalContext()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// signalContext is the context of a run: SIGINT or SIGTERM cancels it, with a
+// signalError as its cause. stop stops listening for them.
+func signalContext() (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -40,9 +49,7 @@ func main() {
 			cancel(signalError{s.(syscall.Signal)})
 		}
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	signal.Stop(sigs)
-	os.Exit(code)
+	return ctx, func() { signal.Stop(sigs) }
 }
 
 // signalError is the cause of a run's cancellation by a signal.

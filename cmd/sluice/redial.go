@@ -185,7 +185,7 @@ func (r *redialer) dialOnce(ctx context.Context) (*ssh.Client, error) {
 	}
 	want := r.login.hostKey
 	sc := &ssh.ClientConfig{
-		Config:            ssh.Config{Ciphers: r.hc.ciphers},
+		Config:            r.hc.sshAlgorithms(),
 		User:              r.hc.user,
 		Auth:              r.login.auth.methods(ag),
 		HostKeyCallback:   r.checkHostKey,

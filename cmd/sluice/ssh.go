@@ -161,7 +161,7 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
 	sc := &ssh.ClientConfig{
-		Config:            ssh.Config{Ciphers: hc.ciphers},
+		Config:            hc.sshAlgorithms(),
 		User:              hc.user,
 		Auth:              auth.methods(),
 		HostKeyCallback:   check.callback,

@@ -29,7 +29,7 @@ Common flags:
   -F file  -J jump  -o Key=value  -P port  -l user  -i keyfile   (as in ssh)
   -r recurse  -p preserve modes/times  -a resume  -j n files at once  -q quiet
   --sync       skip files whose size and mtime match (use with -p, like rclone copy)
-  --retries n  reconnect and continue from the part files after a failure
+  --retries n  reconnect and go on after a dropped connection (n failures in a row)
   --limit rate cap bandwidth (500K, 10M)   --timeout d  no-reply limit on metadata (2m)
   --fail-fast  stop a tree at its first failed file   -v  say what is dialled and tried
 

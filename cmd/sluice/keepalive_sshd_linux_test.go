@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sluicehq/sftp/internal/delayproxy"
 	"github.com/sluicehq/sftp/internal/faultproxy"
@@ -42,20 +40,17 @@ func TestKeepaliveSettings(t *testing.T) {
 	}
 }
 
-// silentProxy puts a fault proxy in front of addr with plan, and returns its port and
-// a known_hosts file naming s's key at its address.
-func silentProxy(t *testing.T, s *sshdtest.SSHD, addr string, plan faultproxy.Plan) (*faultproxy.Proxy, int, string) {
+// silentProxy puts a fault proxy in front of addr with plan, and returns it and the
+// flags that reach s through it.
+func silentProxy(t *testing.T, s *sshdtest.SSHD, addr string, plan faultproxy.Plan) (*faultproxy.Proxy, []string) {
 	t.Helper()
 	p, err := faultproxy.New(addr, faultproxy.WithPlan(plan))
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	port, err := strconv.Atoi(p.Addr()[strings.LastIndexByte(p.Addr(), ':')+1:])
 	require.NoError(t, err)
-	return p, port, knownHostsFile(t, knownhosts.Line([]string{p.Addr()}, s.HostKey))
+	return p, faultArgs(t, s, p.Addr(), port)
 }
-
-// noPause leaves out the pause between tries, which is not what is tested.
-func noPause(a *app) { a.sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() } }
 
 // A connection that goes silent mid-transfer (a black hole: no FIN, no reset) is
 // given up by the keepalive, and --retries reconnects and continues from the part
@@ -71,20 +66,20 @@ func TestSSHRetriesAfterSilentConnection(t *testing.T) {
 	silentAt4MiB := faultproxy.OnlyFirst(1, faultproxy.Step{After: 4 << 20, Fault: faultproxy.BlackHole})
 
 	remote := filepath.Join(dir, "up.bin")
-	p, port, kh := silentProxy(t, s, s.Addr, silentAt4MiB)
-	args := append([]string{"-i", s.KeyFile, "-known-hosts", kh, "-P", strconv.Itoa(port)}, alive...)
+	p, args := silentProxy(t, s, s.Addr, silentAt4MiB)
+	args = append(args, alive...)
 	r := runApp(t, noPause, append(args, "put", "--retries", "2", src, s.User+"@127.0.0.1:"+remote)...)
 	requireOK(t, r)
 	require.Equal(t, 1, p.Faults(), "the connection did not go silent")
 	require.Contains(t, r.stderr, "the server stopped answering")
-	require.Contains(t, r.stderr, "retrying in 1s (retry 1 of 2)")
+	require.Regexp(t, `; retrying.* \(retry 1 of 2\)`, r.stderr)
 	got, err := os.ReadFile(remote)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "the upload is not byte-identical")
 
 	back := filepath.Join(dir, "back.bin")
-	p, port, kh = silentProxy(t, s, s.Addr, silentAt4MiB)
-	args = append([]string{"-i", s.KeyFile, "-known-hosts", kh, "-P", strconv.Itoa(port)}, alive...)
+	p, args = silentProxy(t, s, s.Addr, silentAt4MiB)
+	args = append(args, alive...)
 	r = runApp(t, noPause, append(args, "get", "--retries", "2", s.User+"@127.0.0.1:"+remote, back)...)
 	requireOK(t, r)
 	require.Equal(t, 1, p.Faults(), "the connection did not go silent")
@@ -117,9 +112,8 @@ func TestSilentLaneIsDropped(t *testing.T) {
 		}
 		return faultproxy.Step{}
 	}
-	p, port, kh := silentProxy(t, s, long.Addr(), lane)
-	args := []string{"-i", s.KeyFile, "-known-hosts", kh, "-P", strconv.Itoa(port),
-		"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"}
+	p, args := silentProxy(t, s, long.Addr(), lane)
+	args = append(args, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2")
 	back := filepath.Join(dir, "back.bin")
 	r := runCLI(t, append(args, "get", s.User+"@127.0.0.1:"+src, back)...)
 	requireOK(t, r)
