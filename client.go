@@ -52,6 +52,8 @@ type options struct {
 	env       [][2]string // name, value: sent before the subsystem or command
 	stderr    io.Writer   // receives the server's standard error; nil discards it
 
+	hashCommand bool // WithHashCommand: Hash may run sha256sum and the like (hashcmd.go)
+
 	keepalive     keepaliveSpec // WithKeepalive (keepalive.go)
 	sftpKeepalive time.Duration // WithSFTPKeepalive; 0: off
 	// keepaliveAnswered, when set, runs each time a keepalive is answered (tests
@@ -249,6 +251,8 @@ type Client struct {
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
 	knownReadWrite atomic.Bool
+	// hashes is what the Client has learned of how the server hashes files (hash.go).
+	hashes hashMeans
 
 	// sftpAlive sends WithSFTPKeepalive's requests, and is a pipe's keepalive
 	// (keepalive.go); nil when off. The SSH connections' keepalives are the source's.

@@ -33,6 +33,11 @@ type transferOptions struct {
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	// verify checks each file end to end (Verify), with verifyAlg or, when it is "",
+	// the Client's choice; sameContent makes SkipUnchanged compare hashes (verify.go).
+	verify      bool
+	verifyAlg   HashAlgorithm
+	sameContent bool
 	// skipFile is SkipFiles' predicate; nil without.
 	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
@@ -225,6 +230,8 @@ type getPutCall struct {
 	// discardPart is set when the source cannot continue a part file (a PutReader
 	// of a plain stream): a failed upload removes its part, whatever it holds.
 	discardPart bool
+	// check is the algorithm Verify uses for this call's files (verify.go).
+	check callCheck
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
@@ -434,7 +441,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 // local destination's root.
 func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
-	if t.o.skipUnchanged && t.local.unchangedLocal(dst, fi) {
+	if t.o.skipUnchanged && t.unchangedGet(ctx, src, dst, fi) {
 		t.rep.skip(src, dst, size)
 		return nil
 	}
@@ -463,16 +470,26 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(ctx, err) }()
-	n, err := t.download(ctx, f, src, lf, off, size, p)
+	chk, err := t.startGetCheck(ctx, src, part, lf, off)
+	if err != nil {
+		closeWithin(t.ctx, f)
+		lf.Close()
+		return err
+	}
+	defer chk.stop()
+	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
 	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
+	}
 	if err != nil {
 		lf.Close()
-		if off == 0 && n == 0 {
+		if chk.nothingToKeep(off+n, err) {
 			t.local.remove(part)
 		}
 		return stopped(ctx, err)
@@ -482,15 +499,15 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 
 // download moves the data of f (opened on src, listed as size bytes) into lf from off,
 // by the two round trips of a small file or by the engine, and closes f.
-func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress, chk *fileCheck) (n int64, err error) {
 	if off == 0 && t.smallGet(size) {
-		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+		return t.getSmall(ctx, f, src, lf, size, p, chk) // closes f
 	}
 	stop := watch(ctx, f)
 	// Checked here too because the watch acts from another goroutine: a ctx that
 	// ended already (say from a progress callback) must not let data through first.
 	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
+		n, err = receive(f, lf, off, p, chk)
 	}
 	stop()
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
@@ -502,8 +519,9 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
 // offset as it arrives and reports n, the bytes received in one run from off: pieces
 // past them may be in lf (a failure, or a server that contradicted itself), so lf is
-// cut to off+n on every outcome. Resume trusts a part file's size.
-func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+// cut to off+n on every outcome. Resume trusts a part file's size. With Verify, chk
+// hashes what is received.
+func receive(f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -512,11 +530,11 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 			return 0, err
 		}
 	}
-	var w io.Writer = lf
+	var w localFile = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.WriteTo(w)
+	n, err := f.WriteTo(chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -552,7 +570,7 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 // putFile copies the local regular file src to the remote path dst.
 func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
 	src, fi := ls.path, ls.info
-	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+	if t.o.skipUnchanged && t.unchangedPut(ctx, ls, dst) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
@@ -578,30 +596,35 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	p := t.rep.start(src, dst, off, fi.Size())
 	defer func() { p.end(ctx, err) }()
 	var n int64
-	if err = ctx.Err(); err == nil { // as in getFile
-		var data []byte
+	var chk *fileCheck
+	if chk, err = t.startCheck(ctx, lf, off); err == nil && ctx.Err() == nil { // as in getFile
+		var framed []byte
 		var small bool
-		if data, small, err = t.smallUpload(lf, fi, off); small {
+		if framed, small, err = t.smallUpload(lf, fi, off); small {
 			stop()
-			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+			chk.hashData(framed[dataOff:])
+			return t.putSmall(ctx, f, part, dst, framed, fi, p, chk) // closes f
 		} else if err == nil {
-			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
+	} else if err == nil {
+		err = ctx.Err()
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, through the handle, before
 	// the close (partcut.go).
-	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n))
+	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n), chk)
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
 // to be on the server: closeFile closes f (its error wrapped as File's are; told
 // whether the upload failed, so it can cut the part first), then a failed upload's
 // part is removed if nothing of it is known written (removeUnproven), and a finished
-// one is renamed to dst. The close and what follows are waited for only while the
+// one is renamed to dst once chk (with Verify) has found the server's hash of part to
+// be that of the bytes sent. The close and what follows are waited for only while the
 // call's ctx lasts; then they finish in the background, in that order.
-func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error) error {
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error, chk *fileCheck) error {
 	failed := err != nil
 	if failed {
 		var ns *noSpaceError
@@ -623,6 +646,9 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
+		return stopped(ctx, err)
+	}
+	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
 		return stopped(ctx, err)
 	}
 	return t.c.Rename(ctx, part, dst)
@@ -656,8 +682,8 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 }
 
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
-// the bytes the server acknowledged.
-func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+// the bytes the server acknowledged. With Verify, chk hashes what is sent.
+func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64, chk *fileCheck) error {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return err
@@ -673,7 +699,10 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(lf); err != nil {
+	if *n, err = f.ReadFrom(chk.reader(lf)); err != nil {
+		return err
+	}
+	if err := chk.moved(off + *n); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

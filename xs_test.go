@@ -174,6 +174,7 @@ func xsScenarios() []xsScenario {
 	all = append(all, xsLinkScenarios()...)
 	all = append(all, xsOpenScenarios()...)
 	all = append(all, xsTreeScenarios()...)
+	all = append(all, xsHashScenarios()...)
 	return all
 }
 

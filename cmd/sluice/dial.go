@@ -100,6 +100,9 @@ func (c *config) clientOptions() []sftp.Option {
 	if c.channels > 0 {
 		opts = append(opts, sftp.WithChannels(c.channels))
 	}
+	if c.hashCommand {
+		opts = append(opts, sftp.WithHashCommand())
+	}
 	return opts
 }
 

@@ -112,8 +112,8 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
-		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
+		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--checksum] [--verify] [--retries n] LOCAL... REMOTE", (*app).put),
+		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--checksum] [--verify] [--retries n] REMOTE... LOCAL", (*app).get),
 		"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
 			return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
@@ -139,6 +139,7 @@ func init() {
 		"cat": {"cat REMOTE...", 1, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
 			return func(ctx context.Context, a *app, args []string) error { return a.cat(ctx, args) }
 		}},
+		"sum": sumCommand(),
 		"help": {"help [COMMAND]", 0, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
 			return func(_ context.Context, a *app, args []string) error { return a.help(args) }
 		}},

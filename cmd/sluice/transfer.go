@@ -23,6 +23,7 @@ const maxParallel = 1024
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
+	verify, checksum                                bool
 	parallel                                        int // 0: the library's default
 	retries                                         int
 }
@@ -36,6 +37,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
+	x.registerSums(fs)
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect and go on, up to `n` times in a row without progress\n(at once after progress, else waiting 1 s, 2 s, 4 s... up to 30 s): files in place are not\ncopied again, unfinished ones continue from their part files")
 }
 
@@ -53,6 +55,7 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.sync {
 		opts = append(opts, sftp.SkipUnchanged())
 	}
+	opts = append(opts, x.sumOptions()...)
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}
