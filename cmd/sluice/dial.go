@@ -41,7 +41,6 @@ type session struct {
 	client *sftp.Client
 	ssh    *ssh.Client   // nil for a local server
 	hops   []*ssh.Client // the ProxyJump hosts, nearest first
-	alive  func()        // stops the ServerAliveInterval probes; nil without
 	proc   *exec.Cmd     // nil over SSH
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
@@ -76,9 +75,6 @@ func (s *session) Close() error {
 			// The connection's own Close error ("use of closed network connection"
 			// when the server went first) says nothing about the user's files.
 			_ = s.ssh.Close()
-		}
-		if s.alive != nil {
-			s.alive()
 		}
 		for i := len(s.hops) - 1; i >= 0; i-- {
 			_ = s.hops[i].Close()

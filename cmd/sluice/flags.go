@@ -107,7 +107,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(countFlag{&c.verbose, 1}, "v", "verbose: say on stderr what is dialled and how, which logins are tried and which worked,\nthe server's version, SFTP extensions and limits, and the connections used (-vv: more)")
 	fs.Var(countFlag{&c.verbose, 2}, "vv", "as -v -v")
 	fs.BoolVar(&c.hashCommand, "hash-command", false, "let sum, --verify and --checksum run sha256sum (sha1sum, md5sum...) on the server over SSH,\nso that only the hash crosses the network; off by default: it starts a process there")
-	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
+	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never. Transfers are not bounded by it: a connection that goes silent is given up after ServerAliveInterval x ServerAliveCountMax (10s x 3 unless ssh_config or -o say otherwise)")
 }
 
 // defaultOpTimeout bounds a metadata call: long enough for a listing of a very large
