@@ -258,7 +258,7 @@ func (ls *lanes) finish() error {
 	if ls.upload {
 		// For the cut of the part, should the upload have failed (partcut.go): the
 		// CLOSEs still owed are its to wait for.
-		ls.f.siblings = &siblingEnd{lost: ls.lost, owed: waiting, ch: ls.ch}
+		ls.f.siblings.Store(&siblingEnd{lost: ls.lost, owed: waiting, ch: ls.ch})
 	}
 	ls.all = ls.all[:1]
 	return first

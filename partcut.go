@@ -76,7 +76,7 @@ func cutAndClose(f *File, size int64) error {
 		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)})
 	})
 	encs := []encoder{cut}
-	if size > 0 && f.siblings.settled() {
+	if size > 0 && f.siblings.Load().settled() {
 		encs = nil
 		if cutFirst(f, cut) {
 			encs = []encoder{unshared(func(id uint32) []byte {
