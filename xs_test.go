@@ -175,6 +175,7 @@ func xsScenarios() []xsScenario {
 	all = append(all, xsOpenScenarios()...)
 	all = append(all, xsTreeScenarios()...)
 	all = append(all, xsHashScenarios()...)
+	all = append(all, xsResumeScenarios()...)
 	return all
 }
 
