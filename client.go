@@ -56,6 +56,14 @@ type options struct {
 	sequential  bool // WithSequential
 	readOnce    bool // WithReadOnce
 	largeWrites int  // WithLargeWrites, 0 without
+
+	hashCommand bool // WithHashCommand: Hash may run sha256sum and the like (hashcmd.go)
+
+	keepalive     keepaliveSpec // WithKeepalive (keepalive.go)
+	sftpKeepalive time.Duration // WithSFTPKeepalive; 0: off
+	// keepaliveAnswered, when set, runs each time a keepalive is answered (tests
+	// count them: they are the clock a test of a slow reply waits on).
+	keepaliveAnswered func()
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -253,6 +261,17 @@ type Client struct {
 	facts serverFacts
 	large largeWriteState
 
+	// hashes is what the Client has learned of how the server hashes files (hash.go).
+	hashes hashMeans
+
+	// partEnds counts the ends of failed uploads under way, which Close lets finish
+	// (partcut.go).
+	partEnds partEnds
+
+	// sftpAlive sends WithSFTPKeepalive's requests, and is a pipe's keepalive
+	// (keepalive.go); nil when off. The SSH connections' keepalives are the source's.
+	sftpAlive *sftpKeepalive
+
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
 }
@@ -280,6 +299,7 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 		src.close()
 		return nil, err
 	}
+	c.sftpAlive = startSFTPKeepalive(main, c.opts.sftpKeepalive, keepaliveSpec{}, nil, c.opts.keepaliveAnswered)
 	return c, nil
 }
 
@@ -295,26 +315,36 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 		return nil, err
 	}
 	closer, closable := pipeCloser(r, w)
-	main, err := newConn(ctx, r, w, closer, closable, &c.dataPool)
+	// A pipe has no SSH layer: its keepalive is an SFTP request, judged against what
+	// the channel reads (keepalive.go). Only when asked for.
+	var judge keepaliveSpec
+	var life *lifeClock
+	if ka := c.opts.keepalive; ka.set && ka.interval > 0 {
+		judge, life = ka, newLifeClock()
+	}
+	main, err := newConn(ctx, life.reader(r), w, closer, closable, &c.dataPool)
 	if err != nil {
 		return nil, err
 	}
 	if c.opts.openPipe == nil {
 		c.opts.channels = 1
-		return c.start(ctx, main)
+	} else {
+		c.source = newPipeChannels(c)
 	}
-	src := newPipeChannels(c)
-	c.source = src
 	if _, err := c.start(ctx, main); err != nil {
-		src.close()
+		if c.source != nil {
+			c.source.close()
+		}
 		return nil, err
 	}
+	c.sftpAlive = startSFTPKeepalive(main, c.opts.sftpKeepalive, judge, life, c.opts.keepaliveAnswered)
 	return c, nil
 }
 
 func newClient(opts []Option) (*Client, error) {
 	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
-		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit}}
+		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit,
+		keepalive: keepaliveSpec{interval: defaultKeepaliveInterval, count: defaultKeepaliveCount}}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -334,8 +364,9 @@ func newClient(opts []Option) (*Client, error) {
 // openSession opens one session channel running the sftp subsystem and does INIT.
 // x/crypto's session calls take no context, so the caller waits for them only while
 // ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
-// not nil, runs when the channel is closed.
-func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
+// not nil, runs when the channel is closed. life, if not nil, counts what the channel
+// reads as the connection's life (keepalive.go).
+func (c *Client) openSession(ctx context.Context, sc *ssh.Client, life *lifeClock, onClose func()) (*conn, error) {
 	if err := ctxError(ctx, ""); err != nil {
 		return nil, err
 	}
@@ -373,6 +404,7 @@ func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()
 	if c.opts.wrapStreams != nil {
 		o.r, o.w = c.opts.wrapStreams(o.r, o.w)
 	}
+	o.r = life.reader(o.r) // what arrives shows the connection alive (keepalive.go)
 	// Closing the session makes sshd close the channel, which ends the reader's Read
 	// with EOF, so Close can wait for the reader.
 	closer := o.sess.Close
@@ -511,8 +543,19 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // Close closes every SFTP channel of the Client, and the SSH connections it dialled
 // (WithDialer) or the pipes it opened (WithPipeOpener). Calls in flight fail with an
 // error that matches net.ErrClosed. Close is idempotent.
+//
+// First, Close lets the ends of failed uploads that went on in the background after
+// their call returned (a Put whose ctx ended: the cut of its part file, which keeps
+// the part resumable from its end, and the CLOSE of its handles) finish, waiting for
+// them at most 2 s plus four round trips, what a healthy server needs; past that
+// they are cut off, and the part is resumed from 64 MiB before its end (see Resume).
+// Other work in the background (the CLOSE of a handle nobody waits for) is not
+// waited for. So a program that cancels its transfers on an interrupt and then closes
+// its Client leaves its part files cut and marked, at the cost of that wait at most.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.partEnds.wait(c.main.stallGrace())
+		c.sftpAlive.halt()
 		c.ctl.stop()
 		c.chans.closeAll()
 		if c.source != nil {

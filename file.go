@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +42,10 @@ type File struct {
 	// each advance of the acknowledged prefix (write.go): progress counts what the
 	// server confirmed, not what was handed to the channel.
 	onAcked func(n int64)
+	// siblings is how the sibling lanes of the File's last upload ended, for the cut
+	// of a failed upload's part (partcut.go). Atomic: WriteAt and ReadFrom may run
+	// on one File from several goroutines, each ending its own lanes.
+	siblings atomic.Pointer[siblingEnd]
 
 	// ctx ends when Close is called: every wait of this file's requests selects on it,
 	// so a transfer in another goroutine stops promptly instead of deadlocking. It is

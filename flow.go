@@ -256,3 +256,13 @@ const (
 	copyRange  = 64 << 20
 	copyFlight = 4
 )
+
+// The keepalive's default (WithKeepalive): a probe every 10 s, and a connection with
+// nothing from it for 3 of them given up. A silent link is noticed within about 30 s,
+// sooner than most callers give up on a request, and within the idle limits of the
+// servers that drop quiet sessions (Files.com 60 s, Azure Blob Storage 2 minutes);
+// each probe is one small message each way.
+const (
+	defaultKeepaliveInterval = 10 * time.Second
+	defaultKeepaliveCount    = 3
+)

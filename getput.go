@@ -34,6 +34,11 @@ type transferOptions struct {
 	skipUnchanged bool
 	stopOnError   bool     // a tree stops at its first failure (StopOnError)
 	delivery      delivery // how an upload reaches its name (delivery.go)
+	// verify checks each file end to end (Verify), with verifyAlg or, when it is "",
+	// the Client's choice; sameContent makes SkipUnchanged compare hashes (verify.go).
+	verify      bool
+	verifyAlg   HashAlgorithm
+	sameContent bool
 	// skipFile is SkipFiles' predicate; nil without.
 	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
@@ -43,6 +48,8 @@ type transferOptions struct {
 	// afterPartLstat, set by tests only, runs between Resume's LSTAT of a remote part
 	// file and its OPEN: where a third party could swap the part.
 	afterPartLstat func(part string)
+
+	journal *Journal // KeepJournal's; nil without
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -96,10 +103,20 @@ func Recursive() TransferOption {
 // whatever stops it: its ctx, Client.Close, a lost connection, the process killed.
 // So a part file of S bytes this package left holds the source's bytes everywhere
 // below S-W, after any number of stops and resumes, and Resume continues from there
-// (from the start when S is W or less): a stop costs at most W sent again. A transfer
-// that stops while the program runs also cuts its part to the known prefix (a Get's
-// locally; a Put's through its open handle, never by name, and only while that handle
-// is open).
+// (from the start when S is W or less): a stop costs at most W sent again.
+//
+// A transfer that stops while the program runs also cuts its part to the known prefix
+// (a Get's locally; a Put's through its open handle, never by name, and only while
+// that handle is open), and once nothing of it can land any more, marks the part as
+// cut (its modification time set to one no clock shows, 2101-03-04T05:06:08Z): then
+// Resume continues from the part's end, and a stop costs nothing sent again. That is
+// every stop of a Get but the process killed, and a Put stopped by its ctx or by a
+// failure the server reported (the cut runs in the background once the ctx has
+// ended; Client.Close waits for it a little, see Close); a Put whose connection is
+// lost cannot cut its part (KeepJournal carries what it knew to the next call in the
+// same process). Any write to a marked part takes the mark away (a run of this
+// package that continues it does so before its first write), and a server that
+// ignores or refuses times in SETSTAT keeps none: then Resume goes back W.
 //
 // Before anything is written, the part is checked: it must be the file that was looked
 // at (a local part, os.SameFile; a remote one, opened for reading and writing, its
@@ -115,7 +132,8 @@ func Recursive() TransferOption {
 // What Resume cannot prove, and so takes on trust:
 //   - that a part file was left by this package, and by a build of it that bounded
 //     its writes: another program's part, or an older build's, may have holes
-//     anywhere below its size, which the check at the resume point does not see;
+//     anywhere below its size, which the check at the resume point does not see, and
+//     another program could set the mark on a part it did not cut;
 //   - that the source did not change between the runs elsewhere than where the check
 //     looks: the copy would mix old and new bytes;
 //   - that the part survived a crash of the machine that holds it (power lost, a
@@ -228,6 +246,8 @@ type getPutCall struct {
 	// discardPart is set when the source cannot continue a part file (a PutReader
 	// of a plain stream): a failed upload removes its part, whatever it holds.
 	discardPart bool
+	// check is the algorithm Verify uses for this call's files (verify.go).
+	check callCheck
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
@@ -451,7 +471,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 // local destination's root.
 func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
-	if t.o.skipUnchanged && t.local.unchangedLocal(dst, fi) {
+	if t.o.skipUnchanged && t.unchangedGet(ctx, src, dst, fi) {
 		t.rep.skip(src, dst, size)
 		return nil
 	}
@@ -480,17 +500,38 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(ctx, err) }()
-	n, err := t.download(ctx, f, src, lf, off, size, p)
+	chk, err := t.startGetCheck(ctx, src, part, lf, off)
+	if err != nil {
+		closeWithin(t.ctx, f)
+		lf.Close()
+		return err
+	}
+	defer chk.stop()
+	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
 	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
+	}
 	if err != nil {
-		lf.Close()
-		if off == 0 && n == 0 {
+		var ve *VerifyError
+		switch {
+		case chk.nothingToKeep(off+n, err):
+			lf.Close()
 			t.local.remove(part)
+		case errors.As(err, &ve):
+			// Kept for the caller to look at, never to be continued: no mark.
+			lf.Close()
+		default:
+			// Every writer has ended: the part is cut to what they wrote, and marked
+			// for Resume to continue from its end (resumemark.go). A part closed
+			// already (finishLocal failed) is left as it is, unmarked.
+			markLocalPart(lf, off+n)
+			lf.Close()
 		}
 		return stopped(ctx, err)
 	}
@@ -499,15 +540,15 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 
 // download moves the data of f (opened on src, listed as size bytes) into lf from off,
 // by the two round trips of a small file or by the engine, and closes f.
-func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress, chk *fileCheck) (n int64, err error) {
 	if off == 0 && t.smallGet(size) {
-		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+		return t.getSmall(ctx, f, src, lf, size, p, chk) // closes f
 	}
 	stop := watch(ctx, f)
 	// Checked here too because the watch acts from another goroutine: a ctx that
 	// ended already (say from a progress callback) must not let data through first.
 	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
+		n, err = receive(f, lf, off, p, chk)
 	}
 	stop()
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
@@ -519,8 +560,9 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 // receive writes f from off into lf, the part file. WriteTo writes each piece at its
 // offset as it arrives and reports n, the bytes received in one run from off: pieces
 // past them may be in lf (a failure, or a server that contradicted itself), so lf is
-// cut to off+n on every outcome. Resume trusts a part file's size.
-func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+// cut to off+n on every outcome. Resume trusts a part file's size. With Verify, chk
+// hashes what is received.
+func receive(f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -529,11 +571,11 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 			return 0, err
 		}
 	}
-	var w io.Writer = lf
+	var w localFile = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.WriteTo(w)
+	n, err := f.WriteTo(chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -569,7 +611,7 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 // putFile copies the local regular file src to the remote path dst.
 func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
 	src, fi := ls.path, ls.info
-	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+	if t.o.skipUnchanged && t.unchangedPut(ctx, ls, dst) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
@@ -579,6 +621,9 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	defer lf.Close()
 	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	var restart error // why a part file was not continued
@@ -596,21 +641,25 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	p := t.rep.startAfter(src, dst, off, fi.Size(), restart)
 	defer func() { p.end(ctx, err) }()
 	var n int64
-	if err = ctx.Err(); err == nil { // as in getFile
-		var data []byte
+	var chk *fileCheck
+	if chk, err = t.startCheck(ctx, lf, off); err == nil && ctx.Err() == nil { // as in getFile
+		var framed []byte
 		var small bool
-		if data, small, err = t.smallUpload(lf, fi, off); small {
+		if framed, small, err = t.smallUpload(lf, fi, off); small {
 			stop()
-			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+			chk.hashData(framed[dataOff:])
+			return t.putSmall(ctx, f, part, dst, framed, fi, p, chk) // closes f
 		} else if err == nil {
-			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
+	} else if err == nil {
+		err = ctx.Err()
 	}
 	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, through the handle, before
 	// the close (partcut.go).
-	return t.finishPut(ctx, f, part, dst, err, off+n, t.closing(f, off+n))
+	return t.finishPut(ctx, f, part, dst, err, off+n, t.closing(f, off+n), chk)
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
@@ -618,9 +667,10 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 // whether the upload failed, so it can cut the part first), then a failed upload's
 // part is removed if the delivery says so (removeUnproven; by default when nothing of
 // it is known written), and a finished one is delivered to dst (renamed, unless it was
-// written in place). The close and what follows are waited for only while the call's
-// ctx lasts; then they finish in the background, in that order.
-func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error) error {
+// written in place) once chk (with Verify) has found the server's hash of part to be
+// that of the bytes sent. The close and what follows are waited for only while the
+// call's ctx lasts; then they finish in the background, in that order.
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error, chk *fileCheck) error {
 	failed := err != nil
 	if failed {
 		var ns *noSpaceError
@@ -628,10 +678,15 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 			acked = 0 // a part that cannot grow is removed (nospace.go)
 		}
 	}
+	t.c.partEnds.start(part) // Client.Close lets it finish (partcut.go)
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+		defer t.c.partEnds.done(part)
 		cerr := closeFile(failed)
 		if (failed || cerr != nil) && t.discardFailed(acked) {
 			t.removeUnproven(context.WithoutCancel(t.ctx), part)
+		}
+		if journalled(cerr, acked) == 0 {
+			t.o.journal.forget(part) // after the record below, when this runs late
 		}
 		return cerr
 	})
@@ -642,9 +697,29 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
+		t.o.journal.record(part, journalled(cerr, acked))
 		return stopped(ctx, err)
 	}
-	return t.deliver(ctx, part, dst)
+	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
+		return stopped(ctx, err)
+	}
+	if err = t.deliver(ctx, part, dst); err != nil {
+		t.o.journal.record(part, acked) // the part is whole, unless renamed after all
+	} else {
+		t.o.journal.forget(part)
+	}
+	return err
+}
+
+// journalled is what a Journal records for a failed upload whose CLOSE ended with
+// cerr, acked bytes known written: nothing when the server answered the CLOSE with a
+// failure, which may report a write it lost.
+func journalled(cerr error, acked int64) int64 {
+	var se *StatusError
+	if errors.As(cerr, &se) {
+		return 0
+	}
+	return acked
 }
 
 // createRemotePart creates the part file of an upload: the one way every upload
@@ -661,6 +736,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 // ever sent instead.
 func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.FileMode) (*File, error) {
 	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	t.o.journal.forget(part) // what it held was about the part this one replaces
 	f, err := t.openRemote(ctx, part, flag, perm)
 	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err
@@ -672,8 +748,8 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 }
 
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
-// the bytes the server acknowledged.
-func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+// the bytes the server acknowledged. With Verify, chk hashes what is sent.
+func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64, chk *fileCheck) error {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return err
@@ -689,7 +765,10 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(lf); err != nil {
+	if *n, err = f.ReadFrom(chk.reader(lf)); err != nil {
+		return err
+	}
+	if err := chk.moved(off + *n); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

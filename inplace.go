@@ -58,19 +58,30 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	}
 	p := t.rep.start(src, dst, 0, remoteSize(fi))
 	defer func() { p.end(ctx, err) }()
+	chk, err := t.startCheck(ctx, nil, 0)
+	if err != nil {
+		closeWithin(t.ctx, f)
+		return err
+	}
+	chk.askRemote(ctx, src)
+	defer chk.stop()
 	// Only Write, so the data comes in order: a FIFO or a terminal has no offsets.
 	var w io.Writer = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
 	stop := watch(ctx, f)
+	var n int64
 	if err = ctx.Err(); err == nil {
-		_, err = f.WriteTo(struct{ io.Writer }{w})
+		n, err = f.WriteTo(struct{ io.Writer }{chk.writer(w)})
 	}
 	stop()
 	closeWithin(t.ctx, f)
 	if cerr := ctxError(ctx, ""); cerr != nil {
 		return cerr // the write it interrupted says only that its deadline passed
+	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, "", n) // written already: only said
 	}
 	return err
 }

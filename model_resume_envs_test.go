@@ -92,6 +92,10 @@ func (e *pipeResume) read(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(e.dir, name))
 }
 
+func (e *pipeResume) marked(t *testing.T, name string) bool {
+	return localMarked(t, filepath.Join(e.dir, name))
+}
+
 func (e *pipeResume) write(t *testing.T, name string, data []byte) {
 	require.NoError(t, os.WriteFile(filepath.Join(e.dir, name), data, 0o644))
 }
@@ -160,6 +164,10 @@ func (e *sshdResume) remote(name string) string { return filepath.Join(e.dir, na
 
 func (e *sshdResume) read(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(e.dir, name))
+}
+
+func (e *sshdResume) marked(t *testing.T, name string) bool {
+	return localMarked(t, filepath.Join(e.dir, name))
 }
 
 func (e *sshdResume) write(t *testing.T, name string, data []byte) {

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,9 +33,16 @@ import (
 // OpenSSH's sftp-server over pipes, striped over several server processes; and the
 // private sshd, striped over its sessions (model_resume_envs_test.go). The property:
 //
-//   - after every stop, the part file's bytes below its size minus W are the source's
+//   - after every stop, the part file's bytes below B are the source's, B being its
+//     size when it carries the resume mark (resumemark.go), else its size minus W
 //     (the invariant Resume relies on, resume.go);
-//   - every run with Resume continues from exactly that point, max(0, size-W);
+//   - a stop the program lives through cuts and marks the part: every Get's but a
+//     killed process's, and a Put's stopped by its ctx (once the cut in the background
+//     is done); a run killed, or a Put whose connections died, leaves no mark (or the
+//     part as it found it, untouched);
+//   - every run with Resume continues from exactly B, or, for a Put with the plan's
+//     Journal (shared by the runs of this process, see journal.go), from the prefix
+//     the last failed run had acknowledged, when that is further and within the part;
 //   - a run that returns nil leaves the source's bytes under the destination name,
 //     and the last run does: identical bytes or an error, never a wrong file with a
 //     nil error.
@@ -77,6 +85,7 @@ type resumePlan struct {
 	latency  time.Duration
 	reorder  int // testserver Reorder
 	hold     int // testserver HoldWrites
+	journal  bool
 	stops    []resumeStop
 }
 
@@ -90,6 +99,7 @@ func newResumePlan(seed uint64, hows []stopHow) resumePlan {
 	p.latency = pick(rng, 0, 0, 100*time.Microsecond, 500*time.Microsecond)
 	p.reorder = pick(rng, 0, 2, 4, 16)
 	p.hold = pick(rng, 0, 2, 8)
+	p.journal = rng.IntN(2) == 0
 	s := int(p.span)
 	p.size = pick(rng, rng.IntN(p.chunk), rng.IntN(s), s, s+1+rng.IntN(4*s), 2*s+rng.IntN(3*s))
 	for range 1 + rng.IntN(3) {
@@ -103,8 +113,8 @@ func (p resumePlan) String() string {
 	if p.up {
 		dir = "Put"
 	}
-	return fmt.Sprintf("%s of %d bytes, chunk %d, inflight %d, lanes %d, W %d, latency %v, reorder %d, hold %d, stops %v",
-		dir, p.size, p.chunk, p.inflight, p.lanes, p.span, p.latency, p.reorder, p.hold, p.stops)
+	return fmt.Sprintf("%s of %d bytes, chunk %d, inflight %d, lanes %d, W %d, latency %v, reorder %d, hold %d, journal %v, stops %v",
+		dir, p.size, p.chunk, p.inflight, p.lanes, p.span, p.latency, p.reorder, p.hold, p.journal, p.stops)
 }
 
 // clientOpts are the options of every run's Client.
@@ -131,6 +141,8 @@ type resumeServer interface {
 	remote(name string) string
 	// read returns a file as the server holds it (nil, fs.ErrNotExist when missing).
 	read(name string) ([]byte, error)
+	// marked reports whether a file the server holds carries the resume mark.
+	marked(t *testing.T, name string) bool
 	write(t *testing.T, name string, data []byte)
 	// child sets up how a child process reaches the server (the fields of cfg about
 	// that, and the files it inherits), for a run the test kills; false when the
@@ -139,11 +151,14 @@ type resumeServer interface {
 }
 
 // resumeTally counts what the model did: the stops made (runs that ended before the
-// transfer did), by how, and the runs that continued a part from past its start.
+// transfer did), by how, the runs that continued a part from past its start, and of
+// those the ones that continued a marked part, or one from what a Journal knew.
 type resumeTally struct {
 	mu      sync.Mutex
 	byHow   map[stopHow]int
 	resumed int
+	marked  int
+	known   int
 }
 
 func (r *resumeTally) stopped(how stopHow) {
@@ -155,10 +170,16 @@ func (r *resumeTally) stopped(how stopHow) {
 	r.byHow[how]++
 }
 
-func (r *resumeTally) resumedFrom(off int64) {
+func (r *resumeTally) resumedFrom(off int64, how resumeFrom) {
 	if off > 0 {
 		r.mu.Lock()
 		r.resumed++
+		switch how {
+		case fromMark:
+			r.marked++
+		case fromJournal:
+			r.known++
+		}
 		r.mu.Unlock()
 	}
 }
@@ -172,8 +193,45 @@ func (r *resumeTally) String() string {
 		total += r.byHow[how]
 		by = append(by, fmt.Sprintf("%v %d", how, r.byHow[how]))
 	}
-	return fmt.Sprintf("%d stops (%s), each followed by a resume; %d runs continued a part from past its start",
-		total, strings.Join(by, ", "), r.resumed)
+	return fmt.Sprintf("%d stops (%s), each followed by a resume; %d runs continued a part from past its start, %d from the mark, %d from a Journal",
+		total, strings.Join(by, ", "), r.resumed, r.marked, r.known)
+}
+
+// resumeFrom is what a resume point rests on.
+type resumeFrom int
+
+const (
+	fromSpan    resumeFrom = iota // W before the part's end
+	fromMark                      // the part's end: it carries the mark
+	fromJournal                   // the prefix a failed run of this process had acknowledged
+)
+
+// expectedResume is where a run with Resume continues the part left: its end when it
+// carries the mark, else W before it, or the prefix the Journal holds (known) when
+// that is further and within the part.
+func expectedResume(part []byte, marked bool, span, known int64) (int64, resumeFrom) {
+	size := int64(len(part))
+	if size == 0 {
+		return 0, fromSpan
+	}
+	if marked {
+		return size, fromMark
+	}
+	from := max(0, size-span)
+	if known > from && known <= size {
+		return known, fromJournal
+	}
+	return from, fromSpan
+}
+
+// cleanStop reports whether a stop leaves the program alive to cut and mark the part:
+// every stop of a Get but the process's death; a Put's only by its ctx (its
+// connections are alive to take the cut; Close and a kill take them away).
+func cleanStop(how stopHow, up bool) bool {
+	if up {
+		return how == stopCtx
+	}
+	return how == stopCtx || how == stopClose || how == stopKill
 }
 
 // resumeModel runs one plan against srv and checks the property, counting in tally.
@@ -191,23 +249,40 @@ func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, tally *resumeT
 		srv.write(t, "src", data)
 	}
 	resume := false
+	var j *Journal // this process's, when the plan keeps one
+	var known int64
+	if plan.journal {
+		j = NewJournal()
+	}
 	for i, st := range append(plan.stops, resumeStop{how: stopNone}) {
 		before, _ := rt.part()
-		from := int64(0)
-		if resume && len(before) > 0 {
-			from = max(0, int64(len(before))-plan.span)
+		beforeMarked := rt.marked(t)
+		from, why := int64(0), fromSpan
+		if resume {
+			k := known
+			if st.how == stopProcess {
+				k = 0 // another process: it has no Journal of this one's
+			}
+			from, why = expectedResume(before, beforeMarked, plan.span, k)
 		}
-		var first int64
+		var first, last int64
 		var frozen []byte
 		var err error
 		if st.how == stopProcess {
 			first, err = runChild(t, srv, plan, rt, st, resume)
+			j, known = nil, 0 // the child's Journal died with it
+			if plan.journal {
+				j = NewJournal()
+			}
 		} else {
-			first, frozen, err = runOnce(t, srv, plan, rt, st, resume)
+			first, last, frozen, err = runOnce(t, srv, plan, rt, st, resume, j)
+			if j != nil && plan.up && err != nil && last >= 0 {
+				known = last
+			}
 		}
-		log.add("run %d (stop %v at %d): resumed from %d, err %v", i, st.how, st.at, first, err)
+		log.add("run %d (stop %v at %d): resumed from %d (expected %d), last report %d, err %v", i, st.how, st.at, first, from, last, err)
 		require.Equal(t, from, first, "run %d did not resume from the proven point", i)
-		tally.resumedFrom(first)
+		tally.resumedFrom(first, why)
 		if err == nil {
 			got, rerr := rt.dest()
 			require.NoError(t, rerr)
@@ -223,9 +298,17 @@ func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, tally *resumeT
 		}
 		part, perr := rt.part()
 		if perr == nil {
+			marked := rt.marked(t)
+			log.add("part of %d bytes, marked %v", len(part), marked)
 			require.LessOrEqual(t, len(part), len(data), "the part is longer than the source")
-			proven := max(0, len(part)-int(plan.span))
+			proven, _ := expectedResume(part, marked, plan.span, 0)
 			requireSameBytes(t, data[:proven], part[:proven])
+			switch {
+			case cleanStop(st.how, plan.up) && len(part) > 0 && !(plan.up && plan.size <= plan.chunk):
+				require.True(t, marked, "a %v stop left the part unmarked", st.how)
+			case !cleanStop(st.how, plan.up) && marked:
+				require.True(t, beforeMarked && bytes.Equal(before, part), "a %v stop left a mark on a part it changed", st.how)
+			}
 		} else {
 			require.ErrorIs(t, perr, fs.ErrNotExist)
 		}
@@ -240,21 +323,23 @@ func resumeModel(t *testing.T, srv resumeServer, plan resumePlan, tally *resumeT
 	t.Fatal("the last run neither finished nor failed")
 }
 
-// runOnce runs the transfer once on a fresh Client, stopping it as st says. It returns
-// where it started (the first progress report's bytes: where a resumed file
-// continues), for stopFreeze the part file as it was when the process died, and the
-// transfer's error.
-func runOnce(t *testing.T, srv resumeServer, plan resumePlan, rt resumeRun, st resumeStop, resume bool) (first int64, frozen []byte, err error) {
+// runOnce runs the transfer once on a fresh Client, stopping it as st says, keeping j
+// if not nil. It returns where it started (the first progress report's bytes: where a
+// resumed file continues), the last report's (for a failed Put, the prefix the server
+// acknowledged, which j holds), for stopFreeze the part file as it was when the
+// process died, and the transfer's error.
+func runOnce(t *testing.T, srv resumeServer, plan resumePlan, rt resumeRun, st resumeStop, resume bool, j *Journal) (first, last int64, frozen []byte, err error) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	c := srv.client(t, plan.clientOpts()...)
 	var once sync.Once
 	var pending sync.WaitGroup
-	first = -1
+	first, last = -1, -1
 	progress := OnProgress(func(p Progress) {
 		if first < 0 {
 			first = p.Bytes
 		}
+		last = p.Bytes
 		if st.how == stopNone || p.Bytes < st.at || p.Done || p.Err != nil {
 			return
 		}
@@ -279,6 +364,9 @@ func runOnce(t *testing.T, srv resumeServer, plan resumePlan, rt resumeRun, st r
 	if resume {
 		opts = append(opts, Resume())
 	}
+	if j != nil {
+		opts = append(opts, KeepJournal(j))
+	}
 	within(t, func() { err = rt.run(ctx, c, opts) })
 	pending.Wait()
 	if st.how == stopCtx {
@@ -286,13 +374,14 @@ func runOnce(t *testing.T, srv resumeServer, plan resumePlan, rt resumeRun, st r
 	}
 	c.Close()
 	srv.settle(t)
-	return first, frozen, err
+	return first, last, frozen, err
 }
 
 // resumeRun is the transfer a model runs: a Put or a Get.
 type resumeRun interface {
 	run(ctx context.Context, c *Client, opts []TransferOption) error
 	part() ([]byte, error) // the part file (nil, fs.ErrNotExist when there is none)
+	marked(t *testing.T) bool
 	setPart(t *testing.T, data []byte)
 	dest() ([]byte, error) // the finished copy
 	// describe fills in what a child process needs to run the same transfer.
@@ -309,6 +398,7 @@ func (r *putRun) run(ctx context.Context, c *Client, opts []TransferOption) erro
 }
 
 func (r *putRun) part() ([]byte, error)             { return r.srv.read(".dst" + partSuffix) }
+func (r *putRun) marked(t *testing.T) bool          { return r.srv.marked(t, ".dst"+partSuffix) }
 func (r *putRun) setPart(t *testing.T, data []byte) { r.srv.write(t, ".dst"+partSuffix, data) }
 func (r *putRun) dest() ([]byte, error)             { return r.srv.read("dst") }
 
@@ -325,7 +415,19 @@ func (r *getRun) run(ctx context.Context, c *Client, opts []TransferOption) erro
 	return c.Get(ctx, r.srv.remote("src"), r.dst, opts...)
 }
 
-func (r *getRun) part() ([]byte, error) { return os.ReadFile(r.dst + partSuffix) }
+func (r *getRun) part() ([]byte, error)    { return os.ReadFile(r.dst + partSuffix) }
+func (r *getRun) marked(t *testing.T) bool { return localMarked(t, r.dst+partSuffix) }
+
+// localMarked reports whether the local file name carries the resume mark; false when
+// it does not exist.
+func localMarked(t *testing.T, name string) bool {
+	fi, err := os.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	require.NoError(t, err)
+	return markedLocal(fi)
+}
 func (r *getRun) dest() ([]byte, error) { return os.ReadFile(r.dst) }
 
 func (r *getRun) setPart(t *testing.T, data []byte) {
@@ -376,6 +478,15 @@ func (e *tsResume) read(name string) ([]byte, error) {
 		return nil, err
 	}
 	return b, err
+}
+
+func (e *tsResume) marked(t *testing.T, name string) bool {
+	a, err := e.srv.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	require.NoError(t, err)
+	return a.Mtime == markTime
 }
 
 func (e *tsResume) write(t *testing.T, name string, data []byte) {

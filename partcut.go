@@ -2,41 +2,89 @@ package sftp
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // How a failed upload leaves its part file. The part is cut to the prefix the server
 // acknowledged, so that it holds no hole and no nonce (reopen.go) for anyone who looks
-// at it; Resume does not depend on the cut (the span bound proves its resume point,
-// resume.go), so the cut is made only where it cannot act on another file:
+// at it, and when nothing of the upload can land after the cut, marked (resumemark.go)
+// so that Resume continues it from its end. Resume does not depend on the cut (the
+// span bound proves its resume point, resume.go), so the cut is made only where it
+// cannot act on another file:
 //
 //   - through the File's own handle (FSETSTAT), never by name: a co-tenant who can
 //     write the directory can swap the name for a link, and a truncate by name would
 //     cut the link's target (issue 26);
-//   - after every WRITE that may land: the engine has collected its sibling lanes'
-//     CLOSE replies before it returns (a server carries out one channel's requests in
-//     order, so a CLOSE answered is every WRITE before it landed), and the FSETSTAT
-//     goes on the File's own channel behind its WRITEs. When the call's ctx ended
-//     before a sibling's CLOSE was answered, a late WRITE of it can still land past
-//     the cut: the part then holds a hole again, which the span bound keeps Resume
-//     right about;
+//   - after every WRITE that may land: every sibling lane's CLOSE answered (a server
+//     carries out one channel's requests in order, so a CLOSE answered is every WRITE
+//     before it landed), and the FSETSTAT on the File's own channel behind its WRITEs.
+//     When the call's ctx ended before the siblings' CLOSEs were answered, the engine
+//     leaves them owed (siblingEnd), and the cut, which then runs in the background,
+//     waits for them first. A sibling whose channel died, or whose CLOSE failed, may
+//     still have WRITEs land: the part is cut, not marked, and a late WRITE may hold
+//     it a hole again, which the span bound keeps Resume right about;
 //   - when the handle is gone (its channel died, or the CLOSE went out already), there
 //     is no cut.
 //
 // A part of which nothing is known written is removed, by name (removeUnproven).
 
+// siblingEnd is how the sibling lanes of a File's upload ended, for the cut of its
+// part should the upload fail (the engine fills it in, lanes.finish).
+type siblingEnd struct {
+	// lost is set when a sibling's WRITEs may still land: its channel died before its
+	// CLOSE was answered, or the CLOSE failed or could not be sent.
+	lost bool
+	// owed are the CLOSEs sent whose replies the upload did not wait for, its call's
+	// ctx having ended: their replies (or their channels' failures) come on ch.
+	owed map[uint32]*conn
+	ch   <-chan response
+}
+
+// settled waits for the CLOSEs owed and reports whether every WRITE of the upload is
+// known to have landed: no sibling lost, and every CLOSE answered OK. Each reply
+// owed comes, as the reply or as its channel's failure (Client.Close fails them).
+func (e *siblingEnd) settled() bool {
+	if e == nil {
+		return true
+	}
+	ok := !e.lost
+	for len(e.owed) > 0 {
+		r := <-e.ch
+		if cn := e.owed[r.id]; cn != nil {
+			delete(e.owed, r.id)
+			ok = ok && r.err == nil && cn.check(expectStatus("CLOSE", &r)) == nil
+		}
+		r.release()
+	}
+	return ok
+}
+
 // cutAndClose cuts f, the part file of a failed upload, to size through its handle and
-// closes it: the FSETSTAT and the CLOSE go out back to back on f's channel, and both
-// replies are awaited (the caller bounds that, see finishPut). The cut is best effort:
-// a server that refuses it leaves the part as it is. The error is the CLOSE's.
+// closes it; both replies are awaited (the caller bounds that, see finishPut). When
+// every WRITE of the upload is known to have landed (siblingEnd) and the cut was
+// answered OK, the part is marked between the two: the mark's FSETSTAT goes out only
+// after the cut's reply, in a request of its own (see the mark rule, resume.go).
+// Otherwise the cut and the CLOSE go out back to back. The cut is best effort: a
+// server that refuses it leaves the part as it is. The error is the CLOSE's.
 func cutAndClose(f *File, size int64) error {
 	defer f.cancel()
 	bg := context.Background()
-	cut := &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}
-	reqs, cls, err := f.sendThenClose(bg, bg, []encoder{unshared(func(id uint32) []byte {
-		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, cut)
-	})})
+	cut := unshared(func(id uint32) []byte {
+		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)})
+	})
+	encs := []encoder{cut}
+	if size > 0 && f.siblings.Load().settled() {
+		encs = nil
+		if cutFirst(f, cut) {
+			encs = []encoder{unshared(func(id uint32) []byte {
+				return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, markAttrs())
+			})}
+		}
+	}
+	reqs, cls, err := f.sendThenClose(bg, bg, encs)
 	collect(bg, f.cn, reqs, func(_ int, r response, werr error) {
 		if werr == nil {
 			f.cn.check(expectStatus("FSETSTAT", &r))
@@ -47,6 +95,30 @@ func cutAndClose(f *File, size int64) error {
 		return f.err("close", firstErr(cerr, err))
 	}
 	return nil
+}
+
+// cutFirst sends the cut alone on f's channel and reports whether the server answered
+// OK. f is not closed yet, and nothing else sends on its handle: its upload is over.
+func cutFirst(f *File, cut encoder) bool {
+	bg := context.Background()
+	id := f.cn.newID()
+	pkt, _ := cut(id)
+	err := errFileClosed
+	var req pendingReq
+	f.hmu.RLock() // as sendRef: never after the handle's CLOSE
+	if !f.closed {
+		req, err = sendReq(bg, f.cn, id, pkt)
+	}
+	f.hmu.RUnlock()
+	if err != nil {
+		return false
+	}
+	r, err := waitReq(bg, f.cn, req)
+	if err != nil {
+		return false
+	}
+	defer r.release()
+	return f.cn.check(expectStatus("FSETSTAT", &r)) == nil
 }
 
 // closeCutting is finishPut's closeFile for an upload whose handle f is still open:
@@ -72,4 +144,85 @@ func (t *getPutCall) removeUnproven(ctx context.Context, part string) {
 		return
 	}
 	t.c.Remove(ctx, part)
+}
+
+// partEnds counts the ends of uploads under way: the wait for the siblings' CLOSEs,
+// the cut and mark of a failed upload's part, its CLOSE (finishPut). They run in the
+// background once the call's ctx has ended, and
+//
+//   - Client.Close lets them finish, for a while: a Ctrl-C that cancels a Put and then
+//     closes its Client leaves the part cut and marked, so the next run continues it
+//     from its end;
+//   - an upload to the same part on the same Client waits for them (awaitPart)
+//     before it looks at the part: a cut landing under it, through the old handle,
+//     would remove what it had written past the cut, and a mark would follow.
+type partEnds struct {
+	mu      sync.Mutex
+	n       int
+	idle    chan struct{}  // closed when n is back to 0; made when it leaves 0
+	parts   map[string]int // ends under way by part name
+	changed chan struct{}  // closed and made anew whenever an end finishes
+}
+
+func (p *partEnds) start(part string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.n++
+	if p.parts == nil {
+		p.parts = make(map[string]int)
+		p.changed = make(chan struct{})
+	}
+	p.parts[part]++
+}
+
+func (p *partEnds) done(part string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n--; p.n == 0 {
+		close(p.idle)
+	}
+	if p.parts[part]--; p.parts[part] == 0 {
+		delete(p.parts, part)
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// wait returns once no end is under way, or after d.
+func (p *partEnds) wait(d time.Duration) {
+	p.mu.Lock()
+	idle := p.idle
+	busy := p.n > 0
+	p.mu.Unlock()
+	if !busy {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+}
+
+// awaitPart returns once no end of an upload to part is under way, or with ctx's
+// error.
+func (p *partEnds) awaitPart(ctx context.Context, part string) error {
+	for {
+		p.mu.Lock()
+		busy := p.parts[part] > 0
+		changed := p.changed
+		p.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctxError(ctx, "")
+		}
+	}
 }

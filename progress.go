@@ -22,7 +22,8 @@ type Progress struct {
 
 	// Bytes of this file done so far: for Get received and written to the local
 	// file, for Put acknowledged by the server. A resumed file starts where Resume
-	// continues it (W before the part file's end, see Resume).
+	// continues it (the part's end when a clean stop marked it, else W before its
+	// end; see Resume).
 	Bytes int64
 	Size  int64 // the file's size, or -1 when the server did not say
 	Done  bool  // the file is complete and in place under its final name

@@ -76,6 +76,15 @@ type streamSource struct {
 	base, size int64
 }
 
+// prefix is the source as read at offsets from its position, for Verify to hash what
+// a resumed upload's part holds already; nil for a plain stream, which is never resumed.
+func (src *streamSource) prefix() io.ReaderAt {
+	if src.ra == nil {
+		return nil
+	}
+	return io.NewSectionReader(src.ra, src.base, src.size)
+}
+
 // newStreamSource looks at r and at the call's options, and refuses what cannot apply.
 func (t *getPutCall) newStreamSource(r io.Reader) (*streamSource, error) {
 	switch o := &t.o; {
@@ -117,6 +126,9 @@ func (t *getPutCall) putStreamTo(ctx context.Context, src *streamSource, remote 
 // putStream uploads src to a part file and renames it to dst: putFile for a reader.
 func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst string) (n int64, err error) {
 	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return 0, err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	var restart error // why a part file was not continued
@@ -135,19 +147,23 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	stop := watch(ctx, f)
 	p := t.rep.startAfter("", dst, off, src.size, restart)
 	defer func() { p.end(ctx, err) }()
-	if err = ctx.Err(); err == nil { // as in getFile
+	var chk *fileCheck
+	if chk, err = t.startCheck(ctx, src.prefix(), off); err == nil && ctx.Err() == nil { // as in getFile
 		var head []byte
 		var small bool
 		if head, small, err = t.streamHead(src, off); small {
 			stop()
-			return int64(len(head) - dataOff), t.putSmall(ctx, f, part, dst, head, nil, p) // closes f
+			chk.hashData(head[dataOff:])
+			return int64(len(head) - dataOff), t.putSmall(ctx, f, part, dst, head, nil, p, chk) // closes f
 		} else if err == nil {
-			err = t.sendStream(ctx, f, src, head, off, p, &n)
+			err = t.sendStream(ctx, f, src, head, off, p, &n, chk)
 		}
+	} else if err == nil {
+		err = ctx.Err()
 	}
 	stop()
 	acked := t.keepable(off + n)
-	return off + n, t.finishPut(ctx, f, part, dst, err, acked, t.closing(f, acked))
+	return off + n, t.finishPut(ctx, f, part, dst, err, acked, t.closing(f, acked), chk)
 }
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),
@@ -179,8 +195,9 @@ func (t *getPutCall) streamHead(src *streamSource, off int64) (head []byte, smal
 }
 
 // sendStream writes head and then the rest of src from off into f, then syncs as
-// asked; *n counts the bytes from off the server acknowledged.
-func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource, head []byte, off int64, p *fileProgress, n *int64) error {
+// asked; *n counts the bytes from off the server acknowledged. With Verify, chk hashes
+// what is sent.
+func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource, head []byte, off int64, p *fileProgress, n *int64, chk *fileCheck) error {
 	if off > 0 {
 		if _, err := src.r.(io.Seeker).Seek(src.base+off, io.SeekStart); err != nil {
 			return err
@@ -197,7 +214,10 @@ func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource,
 		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(r); err != nil {
+	if *n, err = f.ReadFrom(chk.reader(r)); err != nil {
+		return err
+	}
+	if err := chk.moved(off + *n); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

@@ -98,6 +98,9 @@ type readStream struct {
 	direct  bool              // w is an io.WriterAt: segments go out as they arrive
 	arrived prefixTracker     // direct: what has arrived, by offset; next is its prefix
 	wrote   prefixTracker     // what the writers reported, by offset
+	// sum, with Verify, hashes what the writers wrote, in offset order (sumfeed.go): a
+	// piece is reported written once hashed too.
+	sum *sumFeed
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -186,7 +189,7 @@ func (s *readStream) fillRedo() bool {
 			// waiting for, and only with nothing in flight or at a writer that could
 			// free room.
 			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
-			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
+			if len(s.reqs) > 0 || s.held > s.parked() || i < 0 {
 				return true
 			}
 		}
@@ -296,6 +299,8 @@ func (s *readStream) more() bool {
 	case w := <-s.written:
 		s.held--
 		s.wrote.done(w.off, w.n)
+	case <-s.parkedWake():
+		// A piece parked for hashing: the window rule's exception may apply now.
 	case <-s.ctx.Done():
 		err := context.Cause(s.ctx)
 		if s.f.ctx.Err() != nil {
@@ -544,26 +549,9 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	s.wrote = newPrefixTracker(start, s.max)
 	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
 	s.span = s.f.c.span()
+	s.startSum(wa)
 	for range writeAtWorkers {
-		g.Go(func() error {
-			for {
-				var seg segment
-				select {
-				case seg = <-s.out:
-				case <-gctx.Done():
-					return nil
-				}
-				if seg.data == nil { // out was closed
-					return nil
-				}
-				n, err := wa.WriteAt(seg.data, base+seg.off-start)
-				seg.resp.release()
-				s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
-				if err != nil {
-					return err
-				}
-			}
-		})
+		g.Go(func() error { return s.writePieces(gctx, wa, base-start) })
 	}
 	var err error
 	for err == nil {
@@ -571,6 +559,9 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	}
 	close(s.out)
 	werr := g.Wait()
+	if s.sum != nil {
+		s.sum.close() // what it held is reported now
+	}
 	for seg := range s.out { // never taken by a writer
 		seg.resp.release()
 		s.held--
@@ -588,6 +579,62 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 		return n, nil
 	}
 	return n, s.f.err("writeto", err)
+}
+
+// writePieces is a writer of writeAt: it writes each piece it takes at its offset
+// plus shift in wa, and reports it (with Verify, the sum feed does, once it is hashed
+// too), until out is closed or ctx ends.
+func (s *readStream) writePieces(ctx context.Context, wa io.WriterAt, shift int64) error {
+	for {
+		var seg segment
+		select {
+		case seg = <-s.out:
+		case <-ctx.Done():
+			return nil
+		}
+		if seg.data == nil { // out was closed
+			return nil
+		}
+		n, err := wa.WriteAt(seg.data, seg.off+shift)
+		if s.sum != nil && err == nil {
+			s.sum.put(sumPiece{off: seg.off, data: seg.data, seg: seg, n: n}) // reports it once hashed
+			continue
+		}
+		seg.resp.release()
+		s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// startSum starts hashing what the writers write when wa carries a running sum
+// (Verify): a piece is then reported written once it is hashed too.
+func (s *readStream) startSum(wa io.WriterAt) {
+	if rs := sumOf(wa); rs != nil {
+		s.sum = startSumFeed(rs, s.max+1, func(p sumPiece) {
+			p.seg.resp.release()
+			s.written <- writtenPiece{off: p.off, n: p.n}
+		})
+	}
+}
+
+// parked counts the pieces held that wait for an earlier one to be hashed (Verify):
+// no writer can free them, so the window rule's exception counts them as stuck.
+func (s *readStream) parked() int {
+	if s.sum == nil {
+		return 0
+	}
+	return int(s.sum.parked.Load())
+}
+
+// parkedWake is the channel that says a piece was parked for hashing; nil without
+// Verify.
+func (s *readStream) parkedWake() <-chan struct{} {
+	if s.sum == nil {
+		return nil
+	}
+	return s.sum.parkedWake
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

@@ -15,10 +15,13 @@ import (
 // Resume: where a part file is continued from, and the checks before a byte is
 // written to it.
 //
-// The resume point. A part file of size S is continued from R = max(0, S-W), W being
-// maxSpan: every byte below S-W of a part file this package left is the source's. That
-// is an invariant, proven by induction over the runs that wrote the part, from what the
-// engine keeps to and what it takes a server's (or the local file system's) word for:
+// The resume point. A part file of size S is continued from R = S when it carries the
+// resume mark (resumemark.go), else from R = max(0, S-W), W being maxSpan; with a
+// Journal (journal.go), from further on when the Journal knows more. Let B(S) be S for
+// a marked part and max(0, S-W) for one without the mark. Every byte below B(S) of a
+// part file this package left is the source's. That is an invariant, proven by
+// induction over the runs that wrote the part, from what the engine keeps to and
+// what it takes a server's (or the local file system's) word for:
 //
 //   - the span rule (read.go, write.go): with P the run's contiguous prefix known
 //     written (acknowledged by the server, for an upload; reported written by the
@@ -31,32 +34,62 @@ import (
 //     on the same channel: a nonce below Pe was overwritten, since its chunk is then
 //     acknowledged;
 //   - a WRITE the server acknowledged, or a WriteAt that returned, is in the file;
-//   - a server carries out one channel's requests in order.
+//   - a server carries out one channel's requests in order, and a CLOSE it answered
+//     came after every WRITE sent before it on that channel;
+//   - a run's requests are over, carried out or dropped, by the time the next run
+//     looks at the part (a server process whose client is gone ends once it has read
+//     its input to the end);
+//   - the mark (markTime) is set only as the mark rule below says, and the part's
+//     modification time, as SETSTAT left it, is what LSTAT and FSTAT report.
 //
-// Invariant, of a part of size S: every byte below S-W is the source's. A new part
+// The mark rule. A run marks the part only once it has cut it to Pe and no write of
+// the run can land after the cut: an upload, after every sibling lane's CLOSE was
+// answered (every WRITE on it landed) and the FSETSTAT of the size, on the File's own
+// channel behind every WRITE of it, was answered OK; then the times go in a request
+// of their own (a server may apply the times of a request whose size fails, as
+// OpenSSH's does, or apply them first: one request could leave a mark on a part it
+// did not cut). A download, after every writer has ended, by ftruncate then futimens
+// on the descriptor. And a run that continues a marked part takes the mark off
+// (FSETSTAT or futimens of the times to now), and waits for that, before it writes a
+// byte; a run that cannot, starts over in a new part. So a part that carries the mark
+// is one a run cut to Pe with nothing of it landing after, and nothing written to it
+// since, by a run of this package at least.
+//
+// Invariant, of a part of size S: every byte below B(S) is the source's. A new part
 // is empty, so it holds. Step: a run continues a part of size S0 for which it holds,
-// from R = max(0, S0-W), so the bytes below R are the source's; the run writes at R
-// and past it only. Say it stops with prefix Pe >= R, and let M = max(R, Pe). Below M
-// every byte is the source's: below R by the invariant, in [R, Pe) because the run's
-// writes there landed (a nonce there was overwritten). Past M the part may hold
-// anything: old bytes the invariant did not cover, holes, a nonce, writes that never
-// landed. The part's new size S1 is either:
+// from R >= 0: R = B(S0), or, with a Journal, up to the prefix Pj a failed run of
+// this process recorded for this part (Pj <= S0); so the bytes below R are the
+// source's (below B(S0) by the invariant; below Pj because that run's acknowledged
+// WRITEs landed, what it may have had land later is the source's bytes or a nonce at
+// or past Pj, and, the Journal's premise, nothing else wrote the part since). The run writes at R and past it only, and a marked part loses its
+// mark before the first write. Say it stops with prefix Pe >= R, and let M = max(R,
+// Pe). Below M every byte is the source's: below R by the above, in [R, Pe) because
+// the run's writes there landed (a nonce there was overwritten). Past M the part may
+// hold anything: old bytes the invariant did not cover, holes, a nonce, writes that
+// never landed. The part's new size S1 is either:
 //
-//   - cut on the way out to Pe (Get always, while the process lives; Put through the
-//     handle, partcut.go), then grown at most by late writes below Pe+W: S1-W < Pe,
-//     so S1-W <= M; or
+//   - cut on the way out to Pe and marked: nothing lands after the cut (the mark
+//     rule), so S1 = Pe and B(S1) = Pe = M;
+//   - cut on the way out to Pe, not marked (Get always cuts, while the process
+//     lives; Put through the handle, partcut.go, when it still can), then grown at
+//     most by late writes below Pe+W: S1-W < Pe, so B(S1) <= M; or
 //   - not cut (the process killed, the connection lost): S0, or the end of a write
-//     that landed. If S0, S1-W = S0-W <= R <= M (or S1 <= W, and nothing is to
-//     prove); else S1 < Pe+W, so S1-W < Pe <= M.
+//     that landed. If S0 (nothing landed), the part is as the run found it, marked
+//     still if it was and the run was stopped before it took the mark off, and the
+//     invariant holds as it did, or unmarked with B(S0) = max(0, S0-W) <= R <= M;
+//     else S1 < Pe+W, so S1-W < Pe <= M, and the part is unmarked.
 //
-// Either way every byte below S1-W is below M, so the invariant holds after the run:
+// Either way every byte below B(S1) is below M, so the invariant holds after the run:
 // after any number of stops and resumes, whatever options each run used (W is one
 // constant: a later version may raise it, never lower it).
 //
-// So Resume sends at most W more than what the part is missing, and a part of W bytes
-// or less is started over. What this cannot cover, Resume's documentation says: a
-// part another program left (or a build of this package from before the bound), a
-// source that changed between runs, and writes a machine's crash lost.
+// So Resume sends at most W more than what the part is missing, and nothing more when
+// the run before could cut and mark it (ctx, Close or a lost connection for a Get; a
+// Put's ctx, or a failure the server reported); a part of W bytes or less without the
+// mark is started over. What this cannot cover, Resume's documentation says: a part
+// another program left or wrote (or a build of this package from before the bound),
+// a mark another program set, a source that changed between runs, writes a machine's
+// crash lost, and writes a server acknowledged and lost.
 //
 // The checks. Resume looks at the part with LSTAT, then opens it by name. Someone with
 // write access to the destination directory can put a link at that name in between,
@@ -72,18 +105,20 @@ import (
 //     to match the attributes would have to match as well.
 //
 // A part that fails either check is not resumed: it is removed and the upload starts
-// again in a part created exclusively (createRemotePart). A server that refuses to
-// open a file READ|WRITE (AWS Transfer, Azure Blob: Create opens WRITE only for
-// them), or to READ through such a handle (SFTPGo on a cloud backend), cannot give
-// this proof: nothing is written through a handle that cannot be checked, and the
-// upload starts over there too. The file's first progress report says why
-// (Progress.StartedOver), and Capabilities records the refusal.
+// again in a part created exclusively (createRemotePart). So is a marked part whose
+// mark cannot be taken off (the mark rule). A server that refuses to open a file
+// READ|WRITE (AWS Transfer, Azure Blob: Create opens WRITE only for them), or to READ
+// through such a handle (SFTPGo on a cloud backend), cannot give this proof: nothing
+// is written through a handle that cannot be checked, and the upload starts over
+// there too. The file's first progress report says why (Progress.StartedOver), and
+// Capabilities records the refusal.
 //
 // A download's part file is local (localDest.reopenPart): opened through the root
 // without blocking, and checked to be the file LSTAT showed (os.SameFile), which no
 // link or FIFO put in its place can be. Its bytes just before R (up to one READ) must
 // be the remote file's at the same offsets, or it is replaced and the download starts
-// over: a part of another version of the file is not continued.
+// over: a part of another version of the file is not continued. A marked one has its
+// mark taken off through the descriptor first, or is replaced too.
 
 // errResumeRDWR is why Resume starts over on a server that refuses to open a part
 // file READ|WRITE.
@@ -91,9 +126,10 @@ var errResumeRDWR = errors.New("sftp: Resume opens the part file for reading and
 
 // resumeRemotePart opens for Resume the part file of an upload of size bytes from lf,
 // proven as the comment above says, and returns it with the offset to continue from
-// (resumeOffset). f is nil when there is no part to continue (none, one without a
-// proven byte, or one that could not be proven: restart says why): the caller creates
-// a new one, which replaces what is there.
+// (remoteResumePoint), its mark taken off if it had one. f is nil when there is no
+// part to continue (none, one without a proven byte, or one that could not be proven
+// or unmarked: restart says why): the caller creates a new one, which replaces what
+// is there.
 func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.ReaderAt, size int64) (f *File, off int64, restart, err error) {
 	pfi, err := t.c.Lstat(ctx, part)
 	switch {
@@ -107,7 +143,7 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	if pfi.Size() > size {
 		return nil, 0, nil, partTooLong(part, pfi.Size(), size)
 	}
-	if off = t.c.resumeOffset(pfi.Size()); off == 0 {
+	if off = t.remoteResumePoint(part, pfi); off == 0 {
 		return nil, 0, nil, nil // nothing proven to continue from
 	}
 	if t.o.afterPartLstat != nil {
@@ -124,6 +160,11 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	}
 	stop := watch(ctx, f)
 	restart = provePart(f, remoteAttrsOf(pfi), lf, off)
+	if restart == nil && markedRemote(remoteAttrsOf(pfi)) {
+		if err := unmarkRemote(f); err != nil {
+			restart = fmt.Errorf("sftp: the part file's mark could not be taken off: %w", err)
+		}
+	}
 	stop()
 	if err := ctx.Err(); err != nil || restart != nil {
 		closeWithin(t.ctx, f)
@@ -193,11 +234,35 @@ func remoteAttrsOf(fi fs.FileInfo) *sshfx.Attrs {
 	return &sshfx.Attrs{}
 }
 
-// resumeOffset is where a transfer continues into a part file of size bytes: W
-// (maxSpan) before its end, the point below which it is proven written (see the proof
-// above), or 0.
+// resumeOffset is where a transfer continues into a part file of size bytes without
+// the mark: W (maxSpan) before its end, the point below which it is proven written
+// (see the proof above), or 0.
 func (c *Client) resumeOffset(size int64) int64 {
 	return max(0, size-c.span())
+}
+
+// remoteResumePoint is where an upload continues the part file its LSTAT showed as
+// pfi: its end when it carries the mark, else W before it, or further on what the
+// call's Journal holds for it (at most its end).
+func (t *getPutCall) remoteResumePoint(part string, pfi fs.FileInfo) int64 {
+	size := pfi.Size()
+	if markedRemote(remoteAttrsOf(pfi)) {
+		return size
+	}
+	off := t.c.resumeOffset(size)
+	if w := t.o.journal.written(part); w <= size {
+		off = max(off, w)
+	}
+	return off
+}
+
+// localResumePoint is where a download continues the part file its LSTAT showed as
+// pfi: its end when it carries the mark, else W before it.
+func (t *getPutCall) localResumePoint(pfi fs.FileInfo) int64 {
+	if markedLocal(pfi) {
+		return pfi.Size()
+	}
+	return t.c.resumeOffset(pfi.Size())
 }
 
 // resumePoint finds the part file a download of size bytes (-1: not known) left: pfi
@@ -217,7 +282,7 @@ func (t *getPutCall) resumePoint(part string, size int64) (off int64, pfi fs.Fil
 	if size >= 0 && pfi.Size() > size {
 		return 0, nil, partTooLong(d.path(part), pfi.Size(), size)
 	}
-	if off = t.c.resumeOffset(pfi.Size()); off == 0 {
+	if off = t.localResumePoint(pfi); off == 0 {
 		return 0, nil, nil
 	}
 	return off, pfi, nil
@@ -239,6 +304,9 @@ func (t *getPutCall) reopenLocalPart(ctx context.Context, f *File, part string, 
 	if err := ctxError(ctx, ""); err != nil {
 		lf.Close()
 		return nil, 0, err
+	}
+	if same && markedLocal(pfi) {
+		same = unmarkLocal(lf) == nil // else the part is started over
 	}
 	if same {
 		return lf, off, nil

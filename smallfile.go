@@ -57,7 +57,7 @@ func (t *getPutCall) smallPut(size int64) bool {
 // most one READ) into lf, the part file, from its start, and closes f. A file that
 // turns out longer than one READ shows (it grew since the listing, or the server
 // returned less than asked) is read on from there with a new handle, by the engine.
-func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress) (int64, error) {
+func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	defer f.cancel()
 	if err := ctxError(ctx, ""); err != nil {
 		closeWithin(t.ctx, f)
@@ -67,7 +67,7 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, rest, ends, err := t.receiveSmall(ctx, f, size, w)
+	n, rest, ends, err := t.receiveSmall(ctx, f, size, chk.writer(w))
 	if err != nil || !rest {
 		return n, err
 	}
@@ -78,7 +78,7 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	stop := watch(ctx, g)
 	var m int64
 	if err = ctx.Err(); err == nil {
-		m, err = receive(g, lf, n, p)
+		m, err = receive(g, lf, n, p, chk)
 	}
 	stop()
 	closeWithin(t.ctx, g)
@@ -312,7 +312,7 @@ func readFramed(r io.Reader, max int) (framed []byte, small bool, err error) {
 // preserve), to f, the part file just created on the server, sets its metadata and
 // syncs it as asked, closes it and renames it to dst: everything before the rename in
 // one round trip.
-func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, framed []byte, fi fs.FileInfo, p *fileProgress) error {
+func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, framed []byte, fi fs.FileInfo, p *fileProgress, chk *fileCheck) error {
 	defer f.cancel()
 	type step struct {
 		op  string
@@ -372,7 +372,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 			return f.err("close", cerr)
 		}
 		return nil
-	})
+	}, chk)
 }
 
 // abortPut closes f, the part file of an upload that sent nothing, and removes it

@@ -124,6 +124,10 @@ type writeStream struct {
 	nonceFor *roundProof
 	heldBack *filledChunk
 	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
+
+	// sum, with Verify, hashes each chunk as it is handed out in offset order
+	// (sumfeed.go, verify.go sumChunk).
+	sum *sumFeed
 }
 
 // newWriteStream starts an upload at off for op, the entry point its errors name.
@@ -218,13 +222,22 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	} else {
 		g.Go(func() error { return ws.readSeq(pctx, src) })
 	}
+	ws.startSum(src)
 	g.Go(ws.schedule)
 	g.Wait() // every failure is filed by offset in ws; the group's error adds nothing
 	halt()
+	ws.endSum()
 	ws.cleanup()
-	// A failed CLOSE of a sibling handle may be the only report of a lost write.
+	// A failed CLOSE of a sibling handle may be the only report of a lost write: a
+	// server's answer puts the failure at the start. A CLOSE that failed with its
+	// channel says nothing of the WRITEs the server acknowledged: the failure goes
+	// past them, so that what is known written stays known (Resume, KeepJournal).
 	if err := ws.finish(); err != nil {
-		ws.fail(ws.start, err)
+		at := ws.start
+		if channelLost(err) {
+			at = ws.acked.prefix
+		}
+		ws.fail(at, err)
 	}
 	n := min(ws.acked.prefix, ws.end) - ws.start
 	if parallel {
@@ -454,6 +467,7 @@ func (ws *writeStream) dispatch() {
 			}
 			if ws.armProof(c) { // held back until the round's siblings are proven
 				ws.takeReady(c)
+				ws.sumCopy(c)
 				continue
 			}
 		}
@@ -472,6 +486,9 @@ func (ws *writeStream) dispatch() {
 		if l.sibling {
 			held.refs.Store(2)
 			req.held = held
+		}
+		if !resend {
+			ws.sumHeld(c, held) // a resend was hashed when it first went out
 		}
 		id := l.cn.newID()
 		ws.reqs[id] = req

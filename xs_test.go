@@ -175,6 +175,8 @@ func xsScenarios() []xsScenario {
 	all = append(all, xsOpenScenarios()...)
 	all = append(all, xsTreeScenarios()...)
 	all = append(all, xsDeliveryScenarios()...)
+	all = append(all, xsHashScenarios()...)
+	all = append(all, xsResumeScenarios()...)
 	return all
 }
 

@@ -23,7 +23,11 @@ Where the copy lands is rsync's rule:
 
 Each file is written under .NAME.sluice-part and renamed into place when complete; -a
 continues part files. A tree goes on past a file that fails and exits 1 with the count of
-failures (--fail-fast stops at the first). Links inside a tree are copied as links.`,
+failures (--fail-fast stops at the first). Links inside a tree are copied as links.
+
+--verify hashes each file as it is sent and renames it into place only if the server's
+hash of it agrees; against OpenSSH add --hash-command, or the file is read back to hash it.
+--checksum skips files whose remote copy has the same size and hash, whatever the times.`,
 	"get": `Download REMOTE files (directories with -r) to LOCAL. REMOTE may be a glob.
 
 Where the copy lands is rsync's rule, the same as put's:
@@ -41,7 +45,11 @@ The server never names a local file: only what you typed, or what was listed und
 you typed. -p and --sync never change the mode or times of a directory you named as the
 destination, only of what the copy made. Each file is written under NAME.sluice-part and
 renamed into place when complete; -a continues part files. A tree goes on past a file
-that fails and exits 1 with the count (--fail-fast stops at the first).`,
+that fails and exits 1 with the count (--fail-fast stops at the first).
+
+--verify hashes each file as it arrives and renames it into place only if the server's
+hash of the source agrees; against OpenSSH add --hash-command, or the file is read twice.
+--checksum skips files whose local copy has the same size and hash, whatever the times.`,
 	"ls":    "List remote files and directories, sorted by name; -l shows modes, owners (names where the\nserver gives them, ids otherwise), sizes, times and link targets. REMOTE may be a glob.",
 	"rm":    "Remove remote files; -r removes directories and everything in them. REMOTE may be a glob.",
 	"mkdir": "Make remote directories; -p makes the parents too, and an existing directory is no error.",

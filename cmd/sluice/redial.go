@@ -93,16 +93,9 @@ func (r *redialer) dialCounted(ctx context.Context) (*ssh.Client, error) {
 	r.made++
 	r.watchers.Add(1)
 	r.mu.Unlock()
-	var stopAlive func()
-	if r.hc.aliveInterval > 0 {
-		stopAlive = keepAlive(sc, r.hc.aliveInterval, r.hc.aliveCountMax)
-	}
 	go func() {
 		defer r.watchers.Done()
 		_ = sc.Wait()
-		if stopAlive != nil {
-			stopAlive()
-		}
 		r.mu.Lock()
 		delete(r.conns, sc)
 		r.mu.Unlock()

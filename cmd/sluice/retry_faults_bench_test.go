@@ -29,39 +29,7 @@ import (
 //
 //	go test -run '^$' -bench RetriesThroughResets -benchtime 1x .
 func BenchmarkRetriesThroughResets(b *testing.B) {
-	if err := sshdtest.SSHDUsable(); err != nil {
-		b.Skipf("skipping: %v", err)
-	}
-	size := int64(1 << 30)
-	if v := os.Getenv("SLUICE_FAULT_SIZE"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			b.Fatalf("SLUICE_FAULT_SIZE: %v", err)
-		}
-		size = n
-	}
-	b.Setenv("HOME", b.TempDir())
-	b.Setenv("SSH_AUTH_SOCK", "")
-	// As a plain account when run as root, as the other benchmarks: root's shell
-	// start-up would be paid at every reconnect (sshdtest.SSHDOptions.LoginUser). The
-	// account writes in dir, on tmpfs where there is one, which keeps the disk out.
-	var opts sshdtest.SSHDOptions
-	if os.Geteuid() == 0 {
-		opts.LoginUser = "sluicebench"
-	}
-	s := sshdtest.NewSSHD(b, opts)
-	base := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		base = "/dev/shm"
-	}
-	dir, err := os.MkdirTemp(base, "sluice-faults-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		b.Fatal(err)
-	}
+	s, dir, size := faultBenchServer(b)
 
 	big := filepath.Join(dir, "big.bin")
 	writeRandom(b, big, size, 1)
@@ -114,11 +82,59 @@ func BenchmarkRetriesThroughResets(b *testing.B) {
 	}
 }
 
-// faultRun runs one put or get through p with --retries 100 and returns how long it
-// took; it fails b if the command fails.
+// faultBenchServer starts the private sshd the fault benchmarks use and a directory
+// it writes in, and returns them with the size of the large file
+// (SLUICE_FAULT_SIZE, default 1 GiB).
+func faultBenchServer(b *testing.B) (*sshdtest.SSHD, string, int64) {
+	b.Helper()
+	if err := sshdtest.SSHDUsable(); err != nil {
+		b.Skipf("skipping: %v", err)
+	}
+	size := int64(1 << 30)
+	if v := os.Getenv("SLUICE_FAULT_SIZE"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("SLUICE_FAULT_SIZE: %v", err)
+		}
+		size = n
+	}
+	b.Setenv("HOME", b.TempDir())
+	b.Setenv("SSH_AUTH_SOCK", "")
+	// As a plain account when run as root, as the other benchmarks: root's shell
+	// start-up would be paid at every reconnect (sshdtest.SSHDOptions.LoginUser). The
+	// account writes in dir, on tmpfs where there is one, which keeps the disk out.
+	var opts sshdtest.SSHDOptions
+	if os.Geteuid() == 0 {
+		opts.LoginUser = "sluicebench"
+	}
+	s := sshdtest.NewSSHD(b, opts)
+	base := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "sluice-faults-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		b.Fatal(err)
+	}
+
+	return s, dir, size
+}
+
+// faultRun runs one put or get through p (runThrough).
 func faultRun(b *testing.B, s *sshdtest.SSHD, p *resetProxy, op string, args ...string) time.Duration {
 	b.Helper()
-	addr, port := p.addr(), p.port()
+	return runThrough(b, s, p.addr(), p.port(), op, args...)
+}
+
+// runThrough runs one put or get through the proxy at addr (port) with --retries 100
+// and the command's defaults otherwise, and returns how long it took; it fails b if
+// the command fails.
+func runThrough(b *testing.B, s *sshdtest.SSHD, addr string, port int, op string, args ...string) time.Duration {
+	b.Helper()
 	kh := filepath.Join(b.TempDir(), "known_hosts")
 	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{addr}, s.HostKey)+"\n"), 0o600); err != nil {
 		b.Fatal(err)

@@ -31,6 +31,8 @@ func (x *xferFlags) stdioRefused() string {
 		return "--retries"
 	case x.failFast:
 		return "--fail-fast"
+	case x.checksum:
+		return "--checksum"
 	}
 	return ""
 }
@@ -48,17 +50,18 @@ func (a *app) getToStdout(ctx context.Context, rs []remote, x *xferFlags) (err e
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "get")
+	return a.catFiles(ctx, s.client, rs, "get", x.verify)
 }
 
-// catFiles copies the remote files rs name (globs matched) to standard output.
-func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string) error {
+// catFiles copies the remote files rs name (globs matched) to standard output; with
+// verify, each is then checked against the server's hash (it is written already).
+func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string, verify bool) error {
 	paths, err := a.remotePaths(ctx, c, rs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	for _, p := range paths {
-		if err := a.catOne(ctx, c, p); err != nil {
+		if err := a.catOne(ctx, c, p, verify); err != nil {
 			return fmt.Errorf("%s: %w", op, describe(err, p))
 		}
 	}
@@ -67,7 +70,7 @@ func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op stri
 
 // catOne streams one remote file to standard output. The open is bounded by
 // --timeout; the copy by ctx (Ctrl-C), as a transfer is.
-func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
+func (a *app) catOne(ctx context.Context, c *sftp.Client, p string, verify bool) error {
 	octx, cancel := a.opCtx(ctx)
 	f, err := c.Open(octx, p)
 	err = a.timeoutError(ctx, octx, "open "+p, err)
@@ -76,11 +79,15 @@ func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	_, err = f.WriteTo(a.stdout)
+	chk := newStreamCheck(verify)
+	_, err = f.WriteTo(chk.writer(a.stdout))
 	if !stop() {
 		return ctx.Err()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = chk.check(ctx, c, "get", p, p, "")
+	}
+	return err
 }
 
 // putFromStdin uploads standard input to r, which must name a file.
@@ -108,6 +115,9 @@ func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err err
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}
+	if x.verify {
+		opts = append(opts, sftp.Verify())
+	}
 	// Read as a stream even when standard input is a regular file: a failed upload
 	// then leaves no part file, which put - could never resume (-a is refused).
 	if _, err := c.client.PutReader(ctx, struct{ io.Reader }{a.stdin}, dst, opts...); err != nil {
@@ -123,5 +133,5 @@ func (a *app) cat(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "cat")
+	return a.catFiles(ctx, s.client, rs, "cat", false)
 }

@@ -23,6 +23,7 @@ const maxParallel = 1024
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
+	verify, checksum                                bool
 	parallel                                        int // 0: the library's default
 	retries                                         int
 }
@@ -36,6 +37,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
+	x.registerSums(fs)
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect and go on, up to `n` times in a row without progress\n(at once after progress, else waiting 1 s, 2 s, 4 s... up to 30 s): files in place are not\ncopied again, unfinished ones continue from their part files")
 }
 
@@ -53,6 +55,7 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.sync {
 		opts = append(opts, sftp.SkipUnchanged())
 	}
+	opts = append(opts, x.sumOptions()...)
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}
@@ -87,6 +90,10 @@ type xferRun struct {
 	a   *app
 	d   *display  // nil with -q
 	log *retryLog // nil without --retries
+	// journal carries from a failed try to the next how far the server had
+	// acknowledged each upload's part file (sftp.KeepJournal): a part the dropped
+	// connection left uncut continues from there. Nil without --retries.
+	journal *sftp.Journal
 
 	filesBefore int          // files the earlier tries completed
 	filesFound  atomic.Int64 // files this try found (FilesTotal)
@@ -96,6 +103,7 @@ func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
 	r := &xferRun{a: a}
 	if x.retries > 0 {
 		r.log = newRetryLog()
+		r.journal = sftp.NewJournal()
 	}
 	if !x.quiet {
 		r.d = newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
@@ -105,10 +113,14 @@ func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
 	return r
 }
 
-// try runs do once with opts and the run's progress report.
+// try runs do once with opts, the run's progress report and its journal.
 func (r *xferRun) try(opts []sftp.TransferOption, do func(...sftp.TransferOption) error) error {
 	r.log.startTry()
-	return do(append(opts, sftp.OnProgress(r.report))...)
+	opts = append(opts, sftp.OnProgress(r.report))
+	if r.journal != nil {
+		opts = append(opts, sftp.KeepJournal(r.journal))
+	}
+	return do(opts...)
 }
 
 func (r *xferRun) report(p sftp.Progress) {

@@ -84,6 +84,8 @@ type fsys struct {
 	mu      sync.RWMutex
 	root    *node
 	maxSize int64
+	// ignoreTimes: SETSTAT and FSETSTAT leave times as they are (Options.IgnoreSetTimes).
+	ignoreTimes bool
 }
 
 func newFS(maxSize int64) *fsys {
@@ -524,7 +526,7 @@ func (f *fsys) setattrs(n *node, a attrs, writable bool) error {
 	if a.flags&AttrPermissions != 0 {
 		n.mode = n.mode&sIFMT | a.perm&0o7777
 	}
-	if a.flags&AttrACModTime != 0 {
+	if a.flags&AttrACModTime != 0 && !f.ignoreTimes {
 		n.atime, n.mtime = a.atime, a.mtime
 	}
 	if a.flags&AttrUIDGID != 0 {

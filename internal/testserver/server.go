@@ -172,6 +172,15 @@ type Options struct {
 	// departs from OpenSSH's (see Quirks and the personalities in
 	// personalities.go).
 	Quirks *Quirks
+
+	// IgnoreSetTimes (in-memory tree only) makes SETSTAT and FSETSTAT answer OK to access and
+	// modification times and leave them as they are (the rest of the request
+	// is carried out), as SFTPGo does with setstat_mode 1 ("requests for
+	// changing permissions, owner/group and access/modification times are
+	// silently ignored", docs/full-configuration.md) for times, and AWS
+	// Transfer with SetStatOption ENABLE_NO_OP. A WRITE still sets the
+	// modification time.
+	IgnoreSetTimes bool
 }
 
 // Request describes a request to the Fail, Stall and Corrupt hooks. Path is
@@ -286,9 +295,13 @@ func New(opts Options) *Server {
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = 4 << 30
 	}
-	var tree backend = newFS(cfg.MaxFileSize)
+	var tree backend
 	if cfg.Root != nil {
 		tree = newDirFS(cfg.Root, cfg.MaxFileSize)
+	} else {
+		mem := newFS(cfg.MaxFileSize)
+		mem.ignoreTimes = cfg.IgnoreSetTimes
+		tree = mem
 	}
 	return &Server{
 		cfg:      cfg,
