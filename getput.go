@@ -475,6 +475,9 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		t.rep.skip(src, dst, size)
 		return nil
 	}
+	if err := t.verifyReadOnce(); err != nil {
+		return err // before the OPEN, which uses the file up there
+	}
 	part := dst + partSuffix
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
