@@ -475,9 +475,6 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		t.rep.skip(src, dst, size)
 		return nil
 	}
-	if err := t.verifyReadOnce(); err != nil {
-		return err // before the OPEN, which uses the file up there
-	}
 	part := dst + partSuffix
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
@@ -486,7 +483,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 			return err
 		}
 	}
-	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
+	f, err := t.openSource(ctx, src)
 	if err != nil {
 		return err
 	}

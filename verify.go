@@ -192,6 +192,15 @@ func (t *getPutCall) verifyReadOnce() error {
 	return nil
 }
 
+// openSource opens a Get's source src, once Verify is known not to need a second
+// read of it on a read-once server (where the first uses the file up).
+func (t *getPutCall) openSource(ctx context.Context, src string) (*File, error) {
+	if err := t.verifyReadOnce(); err != nil {
+		return nil, err
+	}
+	return t.openRemote(ctx, src, os.O_RDONLY, 0)
+}
+
 // startGetCheck is startCheck for a Get of src into lf, the local part file named part,
 // and asks for the server's hash of src at once. lf is open for writing only: its
 // prefix is read through a second handle, checked to be the same file.
