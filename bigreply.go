@@ -24,8 +24,14 @@ import (
 // few KiB at a time, never held, and the call fails with an error matching
 // ErrListingTooLarge while the channel goes on. What the reader takes past the cap is
 // so bounded by the account of the call that asked, not by what the server sends.
-// Any other reply past the cap (another type, or a NAME answering anything but a
-// READDIR) still closes the channel.
+// Any other reply past the cap (another type, a NAME answering anything but a
+// READDIR, or one past maxNameReply) still closes the channel.
+
+// maxNameReply bounds a NAME read or skipped past the reply cap. A directory of five
+// million entries fits; a length beyond it is taken for broken framing (a corrupt
+// length word), which closes the channel, since skipping it would wait for bytes the
+// server may never send and hold up every reply behind it.
+const maxNameReply = 1 << 30
 
 // replyTooLargeError is the failure of a READDIR whose NAME the call's account could
 // not hold.
@@ -53,7 +59,7 @@ func (c *conn) readOversized(hdr []byte, n uint32) bool {
 	c.mu.Lock()
 	w, ok := c.pending[resp.id]
 	c.mu.Unlock()
-	if !ok || w.acct == nil || resp.typ != sshfx.TypeName {
+	if !ok || w.acct == nil || resp.typ != sshfx.TypeName || n > maxNameReply {
 		c.fail(protoErr("reply", "length %d exceeds the limit of %d", n, c.maxPacket.Load()))
 		return false
 	}
