@@ -22,7 +22,9 @@ import (
 // What is not charged is bounded by the protocol instead: the one page being decoded
 // and turned into entries before its charge (at most pageInflation times a reply's
 // length, see decodeName), and the replies in flight (readAhead replies, each at most
-// the Client's reply length cap, 256 KiB by default), per listing under way. The data
+// the Client's reply length cap, 256 KiB by default), per listing under way. A READDIR
+// reply longer than the cap is charged to the account too, before it is allocated,
+// and so is every entry decoded from it (bigreply.go). The data
 // of a tree's small files in flight has a bound of its own (smallBudget, smallCost),
 // and a server's text in an error is cut (maxStatusMessage).
 

@@ -52,6 +52,11 @@ type options struct {
 	env       [][2]string // name, value: sent before the subsystem or command
 	stderr    io.Writer   // receives the server's standard error; nil discards it
 
+	// For servers that are not POSIX file systems (serveropts.go).
+	sequential  bool // WithSequential
+	readOnce    bool // WithReadOnce
+	largeWrites int  // WithLargeWrites, 0 without
+
 	hashCommand bool // WithHashCommand: Hash may run sha256sum and the like (hashcmd.go)
 
 	keepalive     keepaliveSpec // WithKeepalive (keepalive.go)
@@ -251,6 +256,11 @@ type Client struct {
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
 	knownReadWrite atomic.Bool
+	// facts is what the server was seen to do (capabilities.go); large is
+	// WithLargeWrites' size and whether the server takes it (serveropts.go).
+	facts serverFacts
+	large largeWriteState
+
 	// hashes is what the Client has learned of how the server hashes files (hash.go).
 	hashes hashMeans
 
@@ -498,7 +508,7 @@ func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 		lim.MaxRead, lim.MaxWrite = min(n, serverRead), min(n, serverWrite)
 	}
 	c.limits = lim
-	c.dataSize.Store(int64(max(lim.MaxRead, lim.MaxWrite)))
+	c.dataSize.Store(int64(max(lim.MaxRead, c.setLargeWrites(lim.MaxWrite))))
 	main.maxPacket.Store(c.maxReply())
 	return c, nil
 }

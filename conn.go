@@ -25,12 +25,19 @@ type response struct {
 	buf  *[]byte
 	pool *sync.Pool
 	err  error // set (and typ 0) when the connection died before the reply came
+	// acct, for a reply longer than the reply cap (bigreply.go), is the memory
+	// account body is charged to until release.
+	acct *budget
 }
 
 func (r *response) release() {
 	if r.pool != nil {
 		r.pool.Put(r.buf)
 		r.pool, r.buf, r.body = nil, nil, nil
+	}
+	if r.acct != nil {
+		r.acct.release(int64(len(r.body)))
+		r.acct, r.body = nil, nil
 	}
 }
 
@@ -96,10 +103,12 @@ type conn struct {
 
 // waiter is a request waiting for its reply: the channel the reply goes to (nil once
 // the waiter gave up: the reply is dropped) and the seq of its packet in the write
-// queue.
+// queue. acct, for a READDIR, is the memory account of the call that asked: a NAME
+// reply longer than the reply cap is read within it (bigreply.go).
 type waiter struct {
-	ch  chan<- response
-	seq uint64
+	ch   chan<- response
+	seq  uint64
+	acct *budget
 }
 
 const (
@@ -212,8 +221,10 @@ func (c *conn) readLoop(versionc chan<- error) {
 			return
 		}
 		if max := c.maxPacket.Load(); n > max {
-			c.fail(protoErr("reply", "length %d exceeds the limit of %d", n, max))
-			return
+			if !c.readOversized(hdr[:], n) { // a READDIR's NAME may be longer: bigreply.go
+				return
+			}
+			continue
 		}
 		resp := response{typ: sshfx.PacketType(hdr[4]), id: binary.BigEndian.Uint32(hdr[5:])}
 		resp.body, resp.buf, resp.pool = c.getBuf(int(n - 5))
@@ -363,6 +374,11 @@ func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- respon
 // is told once when nothing will read the buffer any more, on every path, an error
 // returned by sendRef included.
 func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
+	return c.enqueue(ctx, id, pkt, waiter{ch: ch}, ref)
+}
+
+// enqueue is sendRef for the waiter w (its seq is set here).
+func (c *conn) enqueue(ctx context.Context, id uint32, pkt []byte, w waiter, ref packetRef) error {
 	if err := ctxError(ctx, ""); err != nil {
 		tell(ref)
 		return err
@@ -373,7 +389,8 @@ func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- res
 		tell(ref)
 		return c.err
 	}
-	c.pending[id] = waiter{ch: ch, seq: c.queueLocked(pkt, ref)}
+	w.seq = c.queueLocked(pkt, ref)
+	c.pending[id] = w
 	wake := c.ws.idle
 	c.mu.Unlock()
 	c.wakeWriter(wake)
@@ -420,7 +437,7 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 		if c.giveUpLocked(w.seq) {
 			delete(c.pending, id) // it never went out: no reply will come
 		} else {
-			c.pending[id] = waiter{seq: w.seq}
+			c.pending[id] = waiter{seq: w.seq, acct: w.acct}
 		}
 		c.mu.Unlock()
 		return
@@ -459,7 +476,7 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 		case c.giveUpLocked(w.seq):
 			delete(c.pending, id)
 		default:
-			c.pending[id] = waiter{seq: w.seq}
+			c.pending[id] = waiter{seq: w.seq, acct: w.acct}
 		}
 	}
 	return inTransit

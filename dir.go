@@ -71,6 +71,13 @@ type Dir struct {
 	// order they went out. A whole listing sends them in batches (see readAhead).
 	ahead []pendingReq
 	batch int // READDIRs the next batch sends; 0 until a whole listing starts
+
+	// acct is the memory account of the call reading the Dir (its own, unless the
+	// call sets its own before the first read): a NAME longer than the reply cap is
+	// read within it, and the page it brought stays charged to it (pageCharge)
+	// while the Dir holds the page (bigreply.go).
+	acct       *budget
+	pageCharge int64
 }
 
 // OpenDir opens the named directory for reading. ctx bounds only the open; each read
@@ -90,7 +97,7 @@ func (c *Client) openDir(ctx context.Context, name string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{c: c, cn: c.main, name: name, handle: h}
+	d := &Dir{c: c, cn: c.main, name: name, handle: h, acct: c.newBudget()}
 	d.life, d.cancel = context.WithCancel(context.Background())
 	return d, nil
 }
@@ -127,7 +134,9 @@ func (d *Dir) ReadDirContext(ctx context.Context, n int) ([]fs.DirEntry, error) 
 		}
 		k := min(n, len(d.page))
 		out := d.page[:k:k]
-		d.page = d.page[k:]
+		if d.page = d.page[k:]; len(d.page) == 0 {
+			d.releasePage()
+		}
 		return out, nil
 	}
 	out, err := d.readAll(ctx, nil)
@@ -161,10 +170,13 @@ func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 // with mu held.
 func (d *Dir) readAll(ctx context.Context, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
 	if charge == nil {
-		charge = d.c.newBudget().newHold().addPage
+		charge = d.acct.newHold().addPage
 	}
 	pages, _, err := d.readPages(ctx, charge, nil)
+	var oneReply *replyTooLargeError
 	switch {
+	case errors.As(err, &oneReply): // no page at a time there: the server sent one
+		return nil, err
 	case errors.Is(err, ErrListingTooLarge):
 		return nil, fmt.Errorf("%w%s", err, tooLargeHint)
 	case err != nil:
@@ -184,6 +196,7 @@ func (d *Dir) readPages(ctx context.Context, charge func(page []fs.DirEntry) err
 	for {
 		if page := d.page; len(page) > 0 {
 			d.page = nil
+			d.releasePage() // the holder's charge takes over
 			if err := charge(page); err != nil {
 				d.abandonAhead()
 				d.err = err
@@ -221,13 +234,13 @@ func (d *Dir) fill(ctx context.Context) {
 	}
 	r := d.ahead[0]
 	d.ahead = d.ahead[1:]
-	page, err := d.take(ctx, r)
+	kept, invalid, err := d.take(ctx, r)
 	if err == io.EOF && len(d.ahead) > 0 {
 		// The READDIRs sent behind the one that found the end. On a server that
 		// carries out a handle's requests in order they find EOF too; one that did
 		// not may have given them the pages, so those are kept, and the listing goes
 		// on until an EOF has no page behind it.
-		page, err = d.drainAfterEOF(ctx)
+		kept, invalid, err = d.drainAfterEOF(ctx)
 	}
 	switch {
 	case err == nil:
@@ -239,7 +252,6 @@ func (d *Dir) fill(ctx context.Context) {
 		d.err = err
 		return
 	}
-	kept, invalid := keptEntries(page)
 	d.page = kept
 	if invalid != nil {
 		d.abandonAhead()
@@ -264,7 +276,7 @@ func (d *Dir) sendBatch(ctx context.Context) error {
 	}
 	for range n {
 		r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1), sent: true}
-		if err := d.cn.send(ctx, r.id, appendString1(nil, sshfx.TypeReaddir, r.id, d.handle), r.ch); err != nil {
+		if err := d.cn.sendListing(ctx, r.id, appendString1(nil, sshfx.TypeReaddir, r.id, d.handle), r.ch, d.acct); err != nil {
 			if len(d.ahead) == 0 {
 				return err
 			}
@@ -275,19 +287,27 @@ func (d *Dir) sendBatch(ctx context.Context) error {
 	return nil
 }
 
-// take waits for the reply to the READDIR r and decodes it: a page, io.EOF, or an
-// error.
-func (d *Dir) take(ctx context.Context, r pendingReq) ([]nameEntry, error) {
+// take waits for the reply to the READDIR r and decodes it: the entries a listing
+// keeps of a page (keptEntries; invalid is the error of a name that ended them),
+// io.EOF, or an error.
+func (d *Dir) take(ctx context.Context, r pendingReq) (kept []fs.DirEntry, invalid, err error) {
 	resp, err := d.cn.wait(ctx, r.id, r.ch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if resp.acct != nil {
+		return d.takeLarge(&resp) // longer than the reply cap: bigreply.go
 	}
 	names, err := decodeName("READDIR", &resp)
 	resp.release()
-	if err != nil && err != io.EOF {
-		err = d.cn.check(err)
+	if err != nil {
+		if err != io.EOF {
+			err = d.cn.check(err)
+		}
+		return nil, nil, err
 	}
-	return names, err
+	kept, invalid = keptEntries(names)
+	return kept, invalid, nil
 }
 
 // drainAfterEOF takes the replies still in flight once one said EOF. Their EOFs and
@@ -296,19 +316,19 @@ func (d *Dir) take(ctx context.Context, r pendingReq) ([]nameEntry, error) {
 // on. The replies behind that page are taken by the next fills, each page decoded
 // only once the one before it has been charged. It returns io.EOF when none brought
 // a page.
-func (d *Dir) drainAfterEOF(ctx context.Context) ([]nameEntry, error) {
+func (d *Dir) drainAfterEOF(ctx context.Context) (kept []fs.DirEntry, invalid, err error) {
 	for len(d.ahead) > 0 {
 		r := d.ahead[0]
 		d.ahead = d.ahead[1:]
-		page, err := d.take(ctx, r)
+		kept, invalid, err := d.take(ctx, r)
 		if err == nil {
-			return page, nil
+			return kept, invalid, nil
 		}
 		if ctx.Err() != nil || d.cn.failed() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return nil, io.EOF
+	return nil, nil, io.EOF
 }
 
 // keptEntries turns a decoded page into the entries a listing keeps: "." and ".."
@@ -360,6 +380,7 @@ func (d *Dir) close(ctx context.Context) error {
 		return pathErr("close", d.name, fs.ErrClosed)
 	}
 	d.closed, d.page = true, nil
+	d.releasePage()
 	d.abandonAhead()
 	if ctx.Err() != nil {
 		d.cn.closeLater(d.handle)

@@ -161,6 +161,12 @@
 //   - a whole listing (ReadDir, Dir.ReadDir(n <= 0), the io/fs ReadDir) holds at most
 //     64 MiB, about 400,000 entries with short names; a streaming one (DirEntries,
 //     Dir.ReadDir(n > 0)) holds one page whatever the directory's size;
+//   - a READDIR reply longer than the reply cap (256 KiB), as AWS Transfer Family
+//     sends a whole directory in one, is read within the memory account of the call
+//     that asked, entries included (a streaming listing has an account of its own),
+//     so 100,000 entries in one reply list with the default limit; a reply past the
+//     account fails that call with an error matching ErrListingTooLarge and is
+//     skipped without being held, and the channel goes on;
 //   - WalkDir, Walk and RemoveAll hold at most 64 MiB on the current path, and go down
 //     at most MaxWalkDepth levels; a directory too large to hold whole is walked a page
 //     at a time, in the server's order, so no honest directory is too large for them;

@@ -496,12 +496,18 @@ func (f *File) writeAt(op string, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(p) <= f.c.limits.MaxWrite {
-		return f.writeOne(op, p, off)
+	k, err := f.largeWriteAt(op, p, off) // WithLargeWrites' first WRITE, or nothing
+	if err != nil || k == len(p) {
+		return k, err
+	}
+	p, off = p[k:], off+int64(k)
+	if len(p) <= f.c.maxWrite() {
+		n, err := f.writeOne(op, p, off)
+		return k + n, err
 	}
 	ws := f.newWriteStream(op, off)
 	n, err := ws.copyFrom(bytes.NewReader(p))
-	return int(n), err
+	return k + int(n), err
 }
 
 // writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
@@ -541,10 +547,18 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
+	r, k, err := f.largeReadFrom(r, f.offset) // WithLargeWrites' first WRITE, or nothing
+	f.offset += k
+	if err != nil {
+		return k, err
+	}
+	if k > 0 && f.onAcked != nil {
+		f.onAcked(k)
+	}
 	ws := f.newWriteStream("readfrom", f.offset)
 	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
 	f.offset += n
-	return n, err
+	return k + n, err
 }
 
 // WriteTo writes the file from its offset to EOF into w, keeping many READs in flight
@@ -561,7 +575,7 @@ func (f *File) WriteTo(w io.Writer) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	s := f.newReadStream(f.offset, -1, f.window(), true)
+	s := f.newReadStream(f.offset, -1, f.window(), !f.c.readOnce()) // no FSTAT on a read-once server
 	defer s.close()
 	// Remote failures come back as *fs.PathError, w's bare.
 	wa, base, direct := writerAt(w)

@@ -32,7 +32,8 @@ type transferOptions struct {
 	progress  func(Progress)
 
 	skipUnchanged bool
-	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	stopOnError   bool     // a tree stops at its first failure (StopOnError)
+	delivery      delivery // how an upload reaches its name (delivery.go)
 	// verify checks each file end to end (Verify), with verifyAlg or, when it is "",
 	// the Client's choice; sameContent makes SkipUnchanged compare hashes (verify.go).
 	verify      bool
@@ -123,8 +124,10 @@ func Recursive() TransferOption {
 // before the resume point (up to one READ) must be the source's there (for Put, the
 // local file's; for Get, the remote file's). A part that fails a check is replaced and
 // the transfer starts over. A server that refuses to open a file for reading and
-// writing (some do) cannot be checked: Put with Resume fails there when a part file
-// exists that could be continued (remove it, or upload without Resume).
+// writing, or to read through such a handle (AWS Transfer, Azure Blob, SFTPGo on a
+// cloud backend), cannot be checked: Put with Resume starts over there, nothing
+// written through a handle it could not check. A file started over says why on its
+// first progress report (Progress.StartedOver).
 //
 // What Resume cannot prove, and so takes on trust:
 //   - that a part file was left by this package, and by a build of it that bounded
@@ -257,6 +260,9 @@ func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCal
 			return nil, err
 		}
 	}
+	if err := t.o.checkDelivery(); err != nil {
+		return nil, err
+	}
 	// Small files take requests, not windows: unless the caller chose, more of them
 	// are in flight than of large files (see smallfile.go).
 	t.o.smallParallel = t.o.parallel
@@ -370,8 +376,10 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return pathErr("put", local, errNeedRecursive)
 	case fi.IsDir():
 		var root remoteRoot
-		if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
-			return root.err
+		if t.blind() {
+			root.assumed = true
+		} else if root.fi, root.err = c.Lstat(ctx, remote); root.err != nil && !errors.Is(root.err, fs.ErrNotExist) {
+			return deniedLookHint(root.err)
 		}
 		return t.putTree(local, remote, fi, root)
 	case !fi.Mode().IsRegular():
@@ -399,13 +407,22 @@ func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote strin
 // upload: an existing directory, FIFO or socket there is refused, and device reports
 // an existing device, which is written in place. Lstat: a link at remote is replaced
 // by the copy, as in a tree.
+//
+// A write-only account (NoCheckDest) is not looked at. On a server that reports a
+// directory at any missing name (phantomDirs), a directory that lists nothing counts
+// as absent: it may be none.
 func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device bool, err error) {
+	if t.blind() {
+		return false, nil
+	}
 	rfi, err := t.c.Lstat(ctx, remote)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, err
+		return false, deniedLookHint(err)
+	case rfi.IsDir() && t.c.phantomDir(ctx, remote):
+		return false, nil
 	case rfi.IsDir():
 		return false, pathErr("put", remote, errIsDirectory)
 	case rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
@@ -466,7 +483,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 			return err
 		}
 	}
-	f, err := t.openRemote(ctx, src, os.O_RDONLY, 0)
+	f, err := t.openSource(ctx, src)
 	if err != nil {
 		return err
 	}
@@ -603,24 +620,25 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 		return err
 	}
 	defer lf.Close()
-	part := remotePart(dst)
+	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
 		return err // an earlier upload's end, in the background, is still at it
 	}
 	var off int64
 	var f *File
+	var restart error // why a part file was not continued
 	if t.o.resume {
-		if f, off, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
+		if f, off, restart, err = t.resumeRemotePart(ctx, part, lf, fi.Size()); err != nil {
 			return err
 		}
 	}
 	if f == nil {
-		if f, err = t.createRemotePart(ctx, part, createPerm(fi.Mode(), true)); err != nil {
+		if f, err = t.openUpload(ctx, part, createPerm(fi.Mode(), true)); err != nil {
 			return err
 		}
 	}
 	stop := watch(ctx, f)
-	p := t.rep.start(src, dst, off, fi.Size())
+	p := t.rep.startAfter(src, dst, off, fi.Size(), restart)
 	defer func() { p.end(ctx, err) }()
 	var n int64
 	var chk *fileCheck
@@ -641,15 +659,16 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, through the handle, before
 	// the close (partcut.go).
-	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n), chk)
+	return t.finishPut(ctx, f, part, dst, err, off+n, t.closing(f, off+n), chk)
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
 // to be on the server: closeFile closes f (its error wrapped as File's are; told
 // whether the upload failed, so it can cut the part first), then a failed upload's
-// part is removed if nothing of it is known written (removeUnproven), and a finished
-// one is renamed to dst once chk (with Verify) has found the server's hash of part to
-// be that of the bytes sent. The close and what follows are waited for only while the
+// part is removed if the delivery says so (removeUnproven; by default when nothing of
+// it is known written), and a finished one is delivered to dst (renamed, unless it was
+// written in place) once chk (with Verify) has found the server's hash of part to be
+// that of the bytes sent. The close and what follows are waited for only while the
 // call's ctx lasts; then they finish in the background, in that order.
 func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error, chk *fileCheck) error {
 	failed := err != nil
@@ -663,7 +682,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
 		defer t.c.partEnds.done(part)
 		cerr := closeFile(failed)
-		if (failed || cerr != nil) && acked == 0 {
+		if (failed || cerr != nil) && t.discardFailed(acked) {
 			t.removeUnproven(context.WithoutCancel(t.ctx), part)
 		}
 		if journalled(cerr, acked) == 0 {
@@ -684,7 +703,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
 		return stopped(ctx, err)
 	}
-	if err = t.c.Rename(ctx, part, dst); err != nil {
+	if err = t.deliver(ctx, part, dst); err != nil {
 		t.o.journal.record(part, acked) // the part is whole, unless renamed after all
 	} else {
 		t.o.journal.forget(part)
@@ -722,10 +741,7 @@ func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.
 	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err
 	}
-	rerr := t.c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRemove, id, part)
-	})
-	if rerr != nil {
+	if rerr := t.c.sendRemove(ctx, part); rerr != nil {
 		return nil, err
 	}
 	return t.openRemote(ctx, part, flag, perm)

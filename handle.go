@@ -175,6 +175,7 @@ func (d *Dir) sendClose(ctx context.Context) closeSent {
 		return cs
 	}
 	d.closed, d.page = true, nil
+	d.releasePage()
 	d.abandonAhead()
 	if ctx.Err() != nil {
 		d.cn.closeLater(d.handle)

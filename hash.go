@@ -217,8 +217,23 @@ func (c *Client) cheapSum(ctx context.Context, name string, alg HashAlgorithm, o
 	return nil, hashByNothing, false, nil
 }
 
+// ErrReadOnce is the error of a hash the Client would have to make by reading a file
+// on a server that lets a file be read once (WithReadOnce, or an FSTAT refused): the
+// read would use the file up. Hash, and Verify (checked before the transfer starts),
+// fail with it there unless the server hashes by check-file or by command.
+var ErrReadOnce = errors.New("sftp: the server lets a file be read once (WithReadOnce), and hashing it here would read it again")
+
+// hashesWithoutReading reports whether the server is known to hash a whole file
+// without the Client reading it: check-file answered, or a hash command allowed.
+func (c *Client) hashesWithoutReading() bool {
+	return learned(c.hashes.checkFile.Load()) == offered || c.opts.hashCommand && c.commandConn() != nil
+}
+
 // readSum hashes n bytes of name from off (n < 0: to the end) by reading them.
 func (c *Client) readSum(ctx context.Context, name string, alg HashAlgorithm, off, n int64) ([]byte, error) {
+	if c.readOnce() {
+		return nil, ErrReadOnce
+	}
 	f, err := c.Open(ctx, name)
 	if err != nil {
 		return nil, unwrapPath(err)

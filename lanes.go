@@ -74,7 +74,7 @@ func (f *File) newLanes(window int, pflags sshfx.OpenFlag, upload bool) lanes {
 // canStripe reports whether this transfer may add lanes.
 func (ls *lanes) canStripe() bool {
 	c := ls.f.c
-	return ls.joins == nil && !ls.f.append && c.stripes()
+	return ls.joins == nil && !ls.f.append && c.stripes() && !c.oneLane(ls.upload)
 }
 
 // stripe starts adding lanes, as many as the rule starts with, in the background.

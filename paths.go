@@ -99,9 +99,14 @@ func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error
 
 // MkdirAll creates a directory and any missing parents, like os.MkdirAll.
 func (c *Client) MkdirAll(ctx context.Context, name string, perm fs.FileMode) error {
-	fi, err := c.Stat(ctx, name)
+	var fi fs.FileInfo
+	var err error
+	c.withPhantomProbe(ctx, name, func() { fi, err = c.Stat(ctx, name) }) // removedir.go
 	if err == nil {
 		if fi.IsDir() {
+			if c.phantomDirs(ctx, name) {
+				return c.mkdirPhantom(ctx, name, perm) // removedir.go
+			}
 			return nil
 		}
 		return pathErr("mkdir", name, syscall.ENOTDIR)
@@ -125,8 +130,10 @@ func (c *Client) MkdirAll(ctx context.Context, name string, perm fs.FileMode) er
 }
 
 // Remove removes a file or an empty directory, like os.Remove. Removing a directory
-// that is not empty fails with an error matching syscall.ENOTEMPTY: the server's bare
-// FAILURE is explained by a look at the directory's first entries.
+// that is not empty fails with an error matching syscall.ENOTEMPTY, and nothing is
+// removed: RMDIR goes out only after the directory's listing showed no entry, since
+// some servers' RMDIR removes everything below (removedir.go). A directory that
+// cannot be listed is not removed.
 func (c *Client) Remove(ctx context.Context, name string) error {
 	err := c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
 		return appendString1(nil, sshfx.TypeRemove, id, name)
@@ -136,10 +143,7 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	}
 	// REMOVE refuses directories; which error to report depends on what name is, so ask
 	// rather than guess from codes that servers assign differently.
-	if fi, serr := c.Lstat(ctx, name); serr == nil && fi.IsDir() {
-		err = c.rmdir(ctx, name)
-	}
-	return pathErr("remove", name, err)
+	return pathErr("remove", name, c.removeDir(ctx, name, err)) // removedir.go
 }
 
 // rmdir removes the directory name. A FAILURE on a directory that still has entries
@@ -193,7 +197,11 @@ func (c *Client) RemoveAll(ctx context.Context, name string) error {
 		return nil
 	}
 	rmdir := func(p string) error {
-		if err := c.rmdir(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		rm := c.rmdir
+		if p == name {
+			rm = c.rmdirAlone // the entries below are the call's to remove, its neighbours are not
+		}
+		if err := rm(ctx, p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return pathErr("removeall", p, err)
 		}
 		return nil

@@ -35,6 +35,12 @@ type Progress struct {
 	// Canceled is set with Err when the file was stopped by the call, not failed of
 	// itself (see above).
 	Canceled bool
+	// StartedOver is set on a file's first report when Resume found a part file
+	// that it could not continue, and the file starts from its first byte: why (the
+	// server refused to open the part for reading and writing, which the checks
+	// before a part is continued need; the part does not hold the source's bytes;
+	// ...). The part is replaced.
+	StartedOver error
 
 	TotalBytes int64 // Bytes summed over every file started so far (skipped files not included)
 	TotalSize  int64 // the sizes of the files found summed, less the skipped ones; -1 when one is unknown
@@ -122,6 +128,12 @@ type fileProgress struct {
 
 // start reports a file beginning with off bytes already in place (from a part file).
 func (r *reporter) start(path, dest string, off, size int64) *fileProgress {
+	return r.startAfter(path, dest, off, size, nil)
+}
+
+// startAfter is start for a file that Resume started over, restart saying why (nil:
+// it did not).
+func (r *reporter) startAfter(path, dest string, off, size int64, restart error) *fileProgress {
 	if r == nil {
 		return nil
 	}
@@ -130,7 +142,9 @@ func (r *reporter) start(path, dest string, off, size int64) *fileProgress {
 	defer r.mu.Unlock()
 	r.inProgress++
 	r.totalBytes += off
-	r.emit(p)
+	pr := r.snapshot(p)
+	pr.StartedOver = restart
+	r.fn(pr)
 	return p
 }
 

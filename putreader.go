@@ -125,26 +125,27 @@ func (t *getPutCall) putStreamTo(ctx context.Context, src *streamSource, remote 
 
 // putStream uploads src to a part file and renames it to dst: putFile for a reader.
 func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst string) (n int64, err error) {
-	part := remotePart(dst)
+	part := t.uploadName(dst) // the part file, or dst written in place (delivery.go)
 	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
 		return 0, err // an earlier upload's end, in the background, is still at it
 	}
 	var off int64
 	var f *File
+	var restart error // why a part file was not continued
 	if t.o.resume {
 		// A window on r from its position, so that offsets in the part are offsets in it.
 		from := io.NewSectionReader(src.ra, src.base, src.size)
-		if f, off, err = t.resumeRemotePart(ctx, part, from, src.size); err != nil {
+		if f, off, restart, err = t.resumeRemotePart(ctx, part, from, src.size); err != nil {
 			return 0, err
 		}
 	}
 	if f == nil {
-		if f, err = t.createRemotePart(ctx, part, 0o666); err != nil {
+		if f, err = t.openUpload(ctx, part, 0o666); err != nil {
 			return 0, err
 		}
 	}
 	stop := watch(ctx, f)
-	p := t.rep.start("", dst, off, src.size)
+	p := t.rep.startAfter("", dst, off, src.size, restart)
 	defer func() { p.end(ctx, err) }()
 	var chk *fileCheck
 	if chk, err = t.startCheck(ctx, src.prefix(), off); err == nil && ctx.Err() == nil { // as in getFile
@@ -162,7 +163,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 	}
 	stop()
 	acked := t.keepable(off + n)
-	return off + n, t.finishPut(ctx, f, part, dst, err, acked, closeCutting(f, acked), chk)
+	return off + n, t.finishPut(ctx, f, part, dst, err, acked, t.closing(f, acked), chk)
 }
 
 // streamHead reads the start of src when the upload starts at its beginning (off 0),
@@ -171,7 +172,7 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 // Otherwise head is what was read of a plain stream, to be sent first (unframed); a
 // source read at offsets is left at its position.
 func (t *getPutCall) streamHead(src *streamSource, off int64) (head []byte, small bool, err error) {
-	limit := int64(t.c.limits.MaxWrite)
+	limit := int64(t.c.maxWrite())
 	if off != 0 || src.size > limit {
 		return nil, false, nil
 	}

@@ -347,7 +347,8 @@ func (s *readStream) onStat(r response) {
 	}
 	a, err := decodeAttrs("FSTAT", &r)
 	if err != nil || !a.Has(sshfx.AttrSize) {
-		s.f.cn.check(err) // a refused FSTAT is fine; a malformed one is not
+		s.f.c.noteFstatRefused(err) // serveropts.go
+		s.f.cn.check(err)           // a refused FSTAT is fine; a malformed one is not
 		return
 	}
 	s.hint = int64(min(a.Size, 1<<62))

@@ -166,12 +166,13 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 		return appendOpen(nil, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
 	})
 	if err != nil {
+		c.noteSiblingRefused(ls.upload, err) // capabilities.go
 		return
 	}
 	l := &lane{cn: cn, handle: h, sibling: true}
 	if ls.upload {
 		a.proof.want()
-		if !proveWritten(ctx, l, a.proof) {
+		if !proveWritten(ctx, c, l, a.proof) {
 			cn.closeLater(h)
 			return
 		}
@@ -183,7 +184,7 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 }
 
 // proveWritten reads the round's nonce through l's handle: true when it is there.
-func proveWritten(ctx context.Context, l *lane, p *roundProof) bool {
+func proveWritten(ctx context.Context, c *Client, l *lane, p *roundProof) bool {
 	select {
 	case <-p.ready:
 	case <-ctx.Done():
@@ -204,6 +205,7 @@ func proveWritten(ctx context.Context, l *lane, p *roundProof) bool {
 	defer r.release()
 	data, err := decodeData(&r)
 	if l.cn.check(err) != nil {
+		c.noteReadBackRefused(err) // capabilities.go
 		return false
 	}
 	return bytes.Equal(data, p.nonce[:])

@@ -106,10 +106,12 @@ import (
 //
 // A part that fails either check is not resumed: it is removed and the upload starts
 // again in a part created exclusively (createRemotePart). So is a marked part whose
-// mark cannot be taken off (the mark rule). A server that refuses to
-// open a file READ|WRITE (some do: Create opens WRITE only for them) cannot give this
-// proof, so Resume of uploads does not work there: Put says so rather than write
-// through a handle it cannot check.
+// mark cannot be taken off (the mark rule). A server that refuses to open a file
+// READ|WRITE (AWS Transfer, Azure Blob: Create opens WRITE only for them), or to READ
+// through such a handle (SFTPGo on a cloud backend), cannot give this proof: nothing
+// is written through a handle that cannot be checked, and the upload starts over
+// there too. The file's first progress report says why (Progress.StartedOver), and
+// Capabilities records the refusal.
 //
 // A download's part file is local (localDest.reopenPart): opened through the root
 // without blocking, and checked to be the file LSTAT showed (os.SameFile), which no
@@ -118,29 +120,31 @@ import (
 // over: a part of another version of the file is not continued. A marked one has its
 // mark taken off through the descriptor first, or is replaced too.
 
-// errResumeRDWR wraps a server's refusal to open a part file READ|WRITE.
-var errResumeRDWR = errors.New("sftp: Resume needs to open the part file for reading and writing to check it before writing to it, and the server refused; remove the part file or upload without Resume")
+// errResumeRDWR is why Resume starts over on a server that refuses to open a part
+// file READ|WRITE.
+var errResumeRDWR = errors.New("sftp: Resume opens the part file for reading and writing to check it before writing to it, and the server refused")
 
 // resumeRemotePart opens for Resume the part file of an upload of size bytes from lf,
 // proven as the comment above says, and returns it with the offset to continue from
-// (remoteResumePoint), its mark taken off if it had one. f is nil when there is no part to continue (none, one without a
-// proven byte, or one that failed the proof): the caller creates a new one, which
-// replaces what is there.
-func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.ReaderAt, size int64) (f *File, off int64, err error) {
+// (remoteResumePoint), its mark taken off if it had one. f is nil when there is no
+// part to continue (none, one without a proven byte, or one that could not be proven
+// or unmarked: restart says why): the caller creates a new one, which replaces what
+// is there.
+func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.ReaderAt, size int64) (f *File, off int64, restart, err error) {
 	pfi, err := t.c.Lstat(ctx, part)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	case err != nil:
-		return nil, 0, err
+		return nil, 0, nil, err
 	case !pfi.Mode().IsRegular():
-		return nil, 0, pathErr("resume", part, errNotRegular)
+		return nil, 0, nil, pathErr("resume", part, errNotRegular)
 	}
 	if pfi.Size() > size {
-		return nil, 0, partTooLong(part, pfi.Size(), size)
+		return nil, 0, nil, partTooLong(part, pfi.Size(), size)
 	}
 	if off = t.remoteResumePoint(part, pfi); off == 0 {
-		return nil, 0, nil // nothing proven to continue from
+		return nil, 0, nil, nil // nothing proven to continue from
 	}
 	if t.o.afterPartLstat != nil {
 		t.o.afterPartLstat(part)
@@ -148,50 +152,78 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	f, err = t.openRemote(ctx, part, os.O_RDWR, 0)
 	var se *StatusError
 	if errors.As(err, &se) {
-		return nil, 0, pathErr("resume", part, fmt.Errorf("%w: %w", errResumeRDWR, err))
+		t.c.facts.refuse(RefusedReadWriteOpen, se)
+		return nil, 0, t.dropPart(ctx, part, fmt.Errorf("%w: %w", errResumeRDWR, err)), nil
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	stop := watch(ctx, f)
-	proven := provePart(f, remoteAttrsOf(pfi), lf, off)
-	if proven && markedRemote(remoteAttrsOf(pfi)) {
-		proven = unmarkRemote(f) == nil // else the part is started over
+	restart = provePart(f, remoteAttrsOf(pfi), lf, off)
+	if restart == nil && markedRemote(remoteAttrsOf(pfi)) {
+		if err := unmarkRemote(f); err != nil {
+			restart = fmt.Errorf("sftp: the part file's mark could not be taken off: %w", err)
+		}
 	}
 	stop()
-	if err := ctx.Err(); err != nil || !proven {
+	if err := ctx.Err(); err != nil || restart != nil {
 		closeWithin(t.ctx, f)
 		if err != nil {
-			return nil, 0, fmt.Errorf("sftp: %w", err)
+			return nil, 0, nil, fmt.Errorf("sftp: %w", err)
 		}
-		return nil, 0, nil
+		return nil, 0, t.dropPart(ctx, part, restart), nil
 	}
-	return f, off, nil
+	return f, off, nil, nil
 }
 
-// provePart reports whether f, open on a part file, is the file whose LSTAT said want
-// and holds lf's bytes before off, the resume point.
-func provePart(f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) bool {
+// dropPart removes part, a part file Resume will not continue for the reason why, and
+// returns why. The exclusive create that follows would remove it too, but some
+// servers answer that create with a refusal of their own rather than "exists" (SFTPGo
+// on a cloud backend refuses any OPEN for writing of an existing file without TRUNC),
+// so the name is cleared first. A REMOVE that fails is left to that create to report.
+func (t *getPutCall) dropPart(ctx context.Context, part string, why error) error {
+	_ = t.c.sendRemove(ctx, part)
+	return why
+}
+
+// provePart returns nil when f, open on a part file, is the file whose LSTAT said
+// want and holds lf's bytes before off, the resume point; else why it is not proven.
+func provePart(f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) error {
 	got, err := f.fstat()
-	if err != nil || !sameFileAttrs(want, &got) {
-		return false
+	switch {
+	case err != nil:
+		return fmt.Errorf("sftp: the part file's attributes could not be read through its handle: %w", err)
+	case !sameFileAttrs(want, &got):
+		return errors.New("sftp: the part file opened is not the one looked at (its attributes differ)")
 	}
-	return sameBefore(f, lf, off, f.c.readSize())
+	err = compareBefore(f, lf, off, f.c.readSize())
+	var se *StatusError
+	if errors.As(err, &se) && se.Code != StatusEOF {
+		f.c.facts.refuse(RefusedReadBack, se)
+	}
+	return err
 }
 
 // sameBefore reports whether a and b hold the same bytes in the n (at most) before
 // off: the check that a part holds the source's bytes at the resume point. A read
 // that fails or comes back short is a difference.
-func sameBefore(a, b io.ReaderAt, off int64, n int) bool {
+func sameBefore(a, b io.ReaderAt, off int64, n int) bool { return compareBefore(a, b, off, n) == nil }
+
+// compareBefore is sameBefore saying why not: a read of a (the part) or b (the
+// source) failed, or the bytes differ.
+func compareBefore(a, b io.ReaderAt, off int64, n int) error {
 	k := min(off, int64(n))
 	x, y := make([]byte, k), make([]byte, k)
 	if _, err := io.ReadFull(io.NewSectionReader(a, off-k, k), x); err != nil {
-		return false
+		return fmt.Errorf("sftp: the part file could not be read back at the resume point: %w", err)
 	}
 	if _, err := io.ReadFull(io.NewSectionReader(b, off-k, k), y); err != nil {
-		return false
+		return fmt.Errorf("sftp: the source could not be read at the resume point: %w", err)
 	}
-	return bytes.Equal(x, y)
+	if !bytes.Equal(x, y) {
+		return errors.New("sftp: the part file does not hold the source's bytes at the resume point")
+	}
+	return nil
 }
 
 // remoteAttrsOf is the ATTRS a remote FileInfo was made from.

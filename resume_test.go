@@ -1,6 +1,8 @@
 package sftp
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,26 +97,47 @@ func TestResumePutPartSwappedForALink(t *testing.T) {
 	}
 }
 
-// A server that will not open a file for reading and writing cannot give the proof:
-// the Put says so rather than write through a handle it cannot check.
-func TestResumePutNeedsReadWriteOpen(t *testing.T) {
-	c, srv := newTestServerClient(t, testserver.Options{Fail: func(r testserver.Request) uint32 {
-		if r.Type == testserver.TypeOpen && r.Path == "/.dst"+partSuffix {
-			return testserver.StatusPermissionDenied
-		}
-		return 0
-	}}, withSpan(512)) // the part of 1000 bytes has a proven point: Resume opens it
-	data := gpData(100_000, 22)
-	require.NoError(t, srv.WriteFile("/.dst"+partSuffix, data[:1000], 0o644))
-	src := filepath.Join(t.TempDir(), "src")
-	gpWrite(t, src, data)
-	err := c.Put(testCtx(t), src, "/dst", Resume())
-	require.ErrorIs(t, err, errResumeRDWR)
-	require.ErrorIs(t, err, os.ErrPermission)
-	got, err := srv.ReadFile("/.dst" + partSuffix)
-	require.NoError(t, err)
-	require.Equal(t, data[:1000], got, "the part was changed")
-	require.Zero(t, srv.OpenHandles())
+// A server that will not open a file for reading and writing (AWS Transfer), or an
+// existing file for writing without TRUNC (SFTPGo on a cloud backend), or will not
+// READ through such a handle, cannot give the proof: the upload starts over rather
+// than write through a handle it cannot check, says why on its first report, and
+// Capabilities keeps the refusal.
+func TestResumePutStartsOverWithoutReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    testserver.Options
+		why     error
+		refusal Refusal
+	}{
+		{"aws-s3", testserver.AWSTransferS3(), errResumeRDWR, RefusedReadWriteOpen},
+		{"sftpgo-cloud", testserver.SFTPGoCloud(), errResumeRDWR, RefusedReadWriteOpen},
+		{"read-back-refused", testserver.Options{Quirks: &testserver.Quirks{ReadWriteRead: testserver.StatusOpUnsupported}}, errors.ErrUnsupported, RefusedReadBack},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// W of 64 KiB: the part of 90,000 bytes has a proven point, so Resume opens it.
+			c, srv := newTestServerClient(t, tc.opts, withSpan(64<<10))
+			data := gpData(100_000, 22)
+			require.NoError(t, srv.WriteFile("/.dst"+partSuffix, data[:90_000], 0o644))
+			src := filepath.Join(t.TempDir(), "src")
+			gpWrite(t, src, data)
+			var ev events
+			require.NoError(t, c.Put(testCtx(t), src, "/dst", Resume(), ev.opt()))
+			got, err := srv.ReadFile("/dst")
+			require.NoError(t, err)
+			require.Equal(t, data, got)
+			require.ErrorIs(t, ev.list[0].StartedOver, tc.why)
+			require.Zero(t, ev.list[0].Bytes)
+			for _, p := range ev.list[1:] {
+				require.NoError(t, p.StartedOver, "only the first report says it")
+			}
+			_, err = srv.Stat("/.dst" + partSuffix)
+			require.ErrorIs(t, err, fs.ErrNotExist)
+			cp := c.Capabilities()
+			require.Contains(t, cp.Refused, tc.refusal)
+			require.NotEmpty(t, cp.Resume)
+			require.Zero(t, srv.OpenHandles())
+		})
+	}
 }
 
 // rclone's server truncates a file whenever it is opened for writing, READ|WRITE too.

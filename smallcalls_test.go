@@ -190,7 +190,10 @@ func TestSmallCallsRoundTrips(t *testing.T) {
 		{"Remove", one(testserver.TypeRemove), func(ctx context.Context) error { return c.Remove(ctx, "/created") }},
 		{"Rename", one(tExtended), func(ctx context.Context) error { return c.Rename(ctx, "/rw", "/rw2") }},
 		{"Mkdir", one(testserver.TypeMkdir), func(ctx context.Context) error { return c.Mkdir(ctx, "/newdir", 0o755) }},
-		{"MkdirAll existing", one(tStat), func(ctx context.Context) error { return c.MkdirAll(ctx, "/d", 0o755) }},
+		// The first call also asks, beside the STAT, whether missing names stat as
+		// directories (removedir.go); later calls know.
+		{"MkdirAll existing", callRounds{rounds: []round{{tStat, testserver.TypeLstat}}}, func(ctx context.Context) error { return c.MkdirAll(ctx, "/d", 0o755) }},
+		{"MkdirAll existing again", one(tStat), func(ctx context.Context) error { return c.MkdirAll(ctx, "/d", 0o755) }},
 		{"Chmod", one(testserver.TypeSetstat), func(ctx context.Context) error { return c.Chmod(ctx, "/rw2", 0o640) }},
 		{"Chtimes", one(testserver.TypeSetstat), func(ctx context.Context) error {
 			return c.Chtimes(ctx, "/rw2", time.Unix(1e9, 0), time.Unix(1e9, 0))
@@ -201,7 +204,9 @@ func TestSmallCallsRoundTrips(t *testing.T) {
 		{"Link", one(tExtended), func(ctx context.Context) error { return c.Link(ctx, "/f", "/hard") }},
 		{"RealPath", one(testserver.TypeRealpath), func(ctx context.Context) error { _, err := c.RealPath(ctx, "d"); return err }},
 		{"StatVFS", one(tExtended), func(ctx context.Context) error { _, err := c.StatVFS(ctx, "/"); return err }},
-		{"Remove directory", callRounds{rounds: []round{{testserver.TypeRemove}, {testserver.TypeLstat}, {testserver.TypeRmdir}}},
+		// LSTAT and OPENDIR together, two READDIRs to show it empty (a page of "."
+		// and "..", then the end), and the RMDIR with the CLOSE.
+		{"Remove directory", callRounds{rounds: []round{{testserver.TypeRemove}, {testserver.TypeLstat, tOpendir}, {tReaddir, tReaddir}, {tClose, testserver.TypeRmdir}}},
 			func(ctx context.Context) error { return c.Remove(ctx, "/newdir") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,7 +50,7 @@ func (t *getPutCall) smallGet(size int64) bool {
 
 // smallPut reports whether a local file of size bytes is sent by putSmall.
 func (t *getPutCall) smallPut(size int64) bool {
-	return size >= 0 && size <= int64(t.c.limits.MaxWrite)
+	return size >= 0 && size <= int64(t.c.maxWrite())
 }
 
 // getSmall copies the remote file f (opened on src; the listing said size bytes, at
@@ -278,7 +278,7 @@ func (t *getPutCall) smallUpload(lf *os.File, fi fs.FileInfo, off int64) (framed
 	if off != 0 || !t.smallPut(fi.Size()) {
 		return nil, false, nil
 	}
-	framed, small, err = readFramed(lf, min(int(fi.Size()), t.c.limits.MaxWrite))
+	framed, small, err = readFramed(lf, min(int(fi.Size()), t.c.maxWrite()))
 	if err != nil || small {
 		return framed, small, err
 	}

@@ -160,6 +160,7 @@ func (g *getSide) list(ctx context.Context, d *treeDir, emit func(treeEntry) err
 		}
 	}
 	streamDir(dir)
+	dir.acct = g.r.budget
 	if err := g.readPages(ctx, d, dir, emit); err != nil {
 		dir.close(t.ctx)
 		return err

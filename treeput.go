@@ -71,16 +71,19 @@ func (t *getPutCall) putTree(src, dst string, fi fs.FileInfo, rr remoteRoot) err
 	return p.wait()
 }
 
-// remoteRoot is what Lstat said of a Put tree's remote root before anything moved.
+// remoteRoot is what Lstat said of a Put tree's remote root before anything moved;
+// assumed, that it was not asked (NoCheckDest) and is taken to be a directory.
 type remoteRoot struct {
-	fi  fs.FileInfo
-	err error
+	fi      fs.FileInfo
+	err     error
+	assumed bool
 }
 
 // openTop opens the local source src, to be copied to dst, of which Lstat said rr.
 func (p *putSide) openTop(src, dst string, rr remoteRoot) (*treeTop, error) {
 	top := &treeTop{src: src}
 	switch fi, err := rr.fi, rr.err; {
+	case rr.assumed:
 	case err == nil && fi.IsDir():
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
 		return nil, pathErr("mkdir", dst, errLinkInTheWay)
@@ -117,19 +120,27 @@ func (c *Client) PutAll(ctx context.Context, locals []string, dir string, opts .
 	if t.o.fsync && !c.hasExt(extFsync) {
 		return pathErr("put", dir, errUnsupportedExt(extFsync))
 	}
-	switch fi, err := c.Stat(ctx, dir); {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
+	if !t.blind() { // a write-only account's dir is taken to be there
+		if err := mkdirPutAll(ctx, c, dir); err != nil {
 			return err
 		}
-	case err != nil:
-		return err
-	case !fi.IsDir():
-		return pathErr("put", dir, syscall.ENOTDIR)
 	}
 	r, p := t.newPutRun()
 	r.eachSource(locals, bases, func(src, base string) { p.putSource(src, path.Join(dir, base)) })
 	return p.wait()
+}
+
+// mkdirPutAll makes PutAll's directory dir if it is missing.
+func mkdirPutAll(ctx context.Context, c *Client, dir string) error {
+	switch fi, err := c.Stat(ctx, dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return c.MkdirAll(ctx, dir, 0o755)
+	case err != nil:
+		return deniedLookHint(err)
+	case !fi.IsDir():
+		return pathErr("put", dir, syscall.ENOTDIR)
+	}
+	return nil
 }
 
 // putSource copies one source of a PutAll to dst.
@@ -142,8 +153,10 @@ func (p *putSide) putSource(src, dst string) {
 	case fi.IsDir() && !t.o.recursive:
 		r.fail(src, errNeedRecursive)
 	case fi.IsDir():
-		var rr remoteRoot
-		rr.fi, rr.err = t.c.Lstat(r.stop, dst)
+		rr := remoteRoot{assumed: t.blind()}
+		if !rr.assumed {
+			rr.fi, rr.err = t.c.Lstat(r.stop, dst)
+		}
 		top, err := p.openTop(src, dst, rr)
 		if err != nil {
 			r.fail(src, err)
@@ -392,6 +405,9 @@ func (t *getPutCall) mkdirRemote(ctx context.Context, name string, perm fs.FileM
 	err = t.c.Mkdir(ctx, name, perm)
 	if err == nil {
 		return true, nil
+	}
+	if t.blind() {
+		return false, err // a write-only account: nothing is looked at
 	}
 	if fi, lerr := t.c.Lstat(ctx, name); lerr == nil {
 		switch {

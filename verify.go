@@ -168,6 +168,9 @@ func (t *getPutCall) startCheck(ctx context.Context, r io.ReaderAt, off int64) (
 	if !t.o.verify {
 		return nil, nil
 	}
+	if err := t.verifyReadOnce(); err != nil {
+		return nil, err
+	}
 	rs, err := newRunningSum(t.checkAlgorithm(ctx))
 	if err != nil {
 		return nil, err
@@ -178,6 +181,24 @@ func (t *getPutCall) startCheck(ctx context.Context, r io.ReaderAt, off int64) (
 		}
 	}
 	return &fileCheck{t: t, rs: rs}, nil
+}
+
+// verifyReadOnce is ErrReadOnce where Verify would have to read a file back on a
+// server that lets a file be read once, before the transfer opens anything.
+func (t *getPutCall) verifyReadOnce() error {
+	if t.o.verify && t.c.readOnce() && !t.c.hashesWithoutReading() {
+		return ErrReadOnce // the server's hash would use the file up
+	}
+	return nil
+}
+
+// openSource opens a Get's source src, once Verify is known not to need a second
+// read of it on a read-once server (where the first uses the file up).
+func (t *getPutCall) openSource(ctx context.Context, src string) (*File, error) {
+	if err := t.verifyReadOnce(); err != nil {
+		return nil, err
+	}
+	return t.openRemote(ctx, src, os.O_RDONLY, 0)
 }
 
 // startGetCheck is startCheck for a Get of src into lf, the local part file named part,
@@ -348,6 +369,9 @@ func (k *fileCheck) remoteSum(ctx context.Context, name string) ([]byte, error) 
 		}
 	} else if sum, _, ok, err := k.t.c.cheapSum(ctx, name, k.rs.alg, 0, -1); ok || err != nil {
 		return sum, err
+	}
+	if k.t.c.readOnce() {
+		return nil, ErrReadOnce
 	}
 	f, err := k.t.openRemote(ctx, name, os.O_RDONLY, 0)
 	if err != nil {

@@ -222,6 +222,7 @@ func (w *walker) list(ctx context.Context, name string, depth int, held *hold) (
 	if err != nil {
 		return l, pathErr("readdir", name, err)
 	}
+	d.acct = w.b
 	wholeUpTo := held.n + w.b.free()/2
 	d.mu.Lock()
 	pages, whole, err := d.readPages(ctx, w.charge(held), func() bool { return held.n > wholeUpTo })
@@ -486,6 +487,7 @@ func (g *globber) matchDir(ctx context.Context, dir, p, pattern string, matches 
 	if err != nil {
 		return matches, pathErr("readdir", p, err)
 	}
+	d.acct = g.b
 	defer func() {
 		if d != nil {
 			d.close(ctx)

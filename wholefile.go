@@ -187,7 +187,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 // than one channel window holds (pipelinedWriteMax), in no more requests than a
 // transfer of f keeps in flight.
 func (f *File) fitsOneBurst(n int) bool {
-	size := f.c.limits.MaxWrite
+	size := f.c.maxWrite()
 	return n <= pipelinedWriteMax && (n+size-1)/size <= f.window()
 }
 
@@ -205,7 +205,7 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 		closeWithin(ctx, f)
 		return f.err("write", err)
 	}
-	size := f.c.limits.MaxWrite
+	size := f.c.maxWrite()
 	// One encoder serves every WRITE: sendThenClose calls them in order, each just
 	// before its request goes out.
 	off := 0

@@ -138,7 +138,7 @@ func (f *File) newWriteStream(op string, off int64) *writeStream {
 		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
 		// READ, for the proof that they are on the File's file (reopen.go).
 		lanes: f.newLanes(window, sshfx.FlagRead|sshfx.FlagWrite, true),
-		start: off, size: f.c.limits.MaxWrite, max: window, span: f.c.span(),
+		start: off, size: f.c.maxWrite(), max: window, span: f.c.span(),
 		slots:    make(chan struct{}, window),
 		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
 		filled:   make(chan filledChunk, window),

@@ -4,6 +4,8 @@ package sftp
 
 import (
 	"crypto/sha256"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,6 +89,14 @@ func xsHashScenarios() []xsScenario {
 		require.Equal(e, p[:], h.got["past the end"].sum)
 		require.NoError(e, h.got["empty"].err)
 		require.Equal(e, SHA256.emptySum(), h.got["empty"].sum)
+		if e.server == xsMinIO {
+			// MinIO answers an OPEN of a missing object with FAILURE (its driver), and
+			// its LSTAT calls any missing name a directory: nothing says "not there".
+			var se *StatusError
+			require.ErrorAs(e, h.got["missing"].err, &se)
+			require.Equal(e, StatusFailure, se.Code)
+			return
+		}
 		require.ErrorIs(e, h.got["missing"].err, os.ErrNotExist)
 	}
 	reading := func(e *xsEnv, h hashes) {
@@ -111,6 +121,27 @@ func xsHashScenarios() []xsScenario {
 		require.NoError(e, h.rawRange.err)
 		require.Equal(e, wrong[:], h.rawRange.sum)
 	}
+	want[xsDrop] = func(e *xsEnv, h hashes) {
+		// Nothing can be read: every hash is refused, and check-file is not there.
+		for key, g := range h.got {
+			require.ErrorIs(e, g.err, fs.ErrPermission, key)
+		}
+		require.ErrorIs(e, h.rawRange.err, errors.ErrUnsupported)
+	}
+	want[xsSterling] = func(e *xsEnv, h hashes) {
+		// The first hash reads the file, and its FSTAT is refused: from then on the
+		// Client knows the server lets a file be read once, and will not read again.
+		first := HashAlgorithms()[0]
+		require.NoError(e, h.got[string(first)].err)
+		require.Equal(e, sumsOf(file)[first], h.got[string(first)].sum)
+		require.Contains(e, e.c.Capabilities().Refused, RefusedFstat)
+		for key, g := range h.got {
+			if key != string(first) {
+				require.ErrorIs(e, g.err, ErrReadOnce, key)
+			}
+		}
+		require.ErrorIs(e, h.rawRange.err, errors.ErrUnsupported)
+	}
 	want[xsParamiko] = func(e *xsEnv, h hashes) {
 		require.Equal(e, "md5,sha1", h.exts["check-file"], "paramiko advertises its own request")
 		reading(e, h)
@@ -123,8 +154,17 @@ func xsHashScenarios() []xsScenario {
 		local := filepath.Join(e.TempDir(), "src")
 		require.NoError(e, os.WriteFile(local, big, 0o644))
 		var v verified
-		v.put = e.c.Put(e.ctx, local, "up", Verify())
-		v.get = e.c.Get(e.ctx, "up", filepath.Join(e.TempDir(), "down"), Verify())
+		c := e.c
+		if e.server == xsSterling {
+			c = e.connect(WithReadOnce()) // its documented option: a file is read once
+		}
+		v.put = c.Put(e.ctx, local, "up", Verify(), xsPutOption[e.server])
+		if e.server == xsSterling { // the Put was refused: a file for the Get
+			require.NoFileExists(e, e.local("up"))
+			require.NoFileExists(e, e.local(remotePart("up")))
+			require.NoError(e, os.WriteFile(e.local("up"), big, 0o644))
+		}
+		v.get = c.Get(e.ctx, "up", filepath.Join(e.TempDir(), "down"), Verify())
 		return v
 	}
 	verifiedRight := func(e *xsEnv, v verified) {
@@ -136,7 +176,14 @@ func xsHashScenarios() []xsScenario {
 	}
 	return []xsScenario{
 		xsCase("hash", setup, do, want),
-		xsCase("verify", nil, doVerify, xsAll(verifiedRight)),
+		xsCase("verify", nil, doVerify, xsAll(verifiedRight).with(func(e *xsEnv, v verified) {
+			// Verify would read the file again, which uses it up: refused before
+			// anything moves (the Put left nothing, see doVerify), and the file the
+			// Get was to read is still there.
+			require.ErrorIs(e, v.put, ErrReadOnce)
+			require.ErrorIs(e, v.get, ErrReadOnce)
+			require.Equal(e, big, readLocal(e, e.local("up")))
+		}, xsSterling)),
 	}
 }
 

@@ -198,21 +198,24 @@ func xsPathScenarios() []xsScenario {
 				require.Equal(e, xsVFSMode(true), m.mode, "the mode asked for is ignored")
 				require.NoError(e, m.again, "an existing directory is not an error")
 			},
+			// MKDIR writes the directory's marker object, again if it is there.
+			xsMinIO: func(e *xsEnv, m mkdirs) {
+				require.NoError(e, m.first)
+				require.Equal(e, fs.ModeDir|0o700&^umask(), m.mode)
+				require.NoError(e, m.again, "an existing directory is not an error")
+			},
 		}),
 
 		xsCase("mkdirall", xsFiles(map[string]string{"a/x": "x"}), func(e *xsEnv) [2]error {
 			return [2]error{e.c.MkdirAll(e.ctx, "a/b/c", 0o755), e.c.MkdirAll(e.ctx, "a/b/c", 0o755)}
 		}, xsAll(func(e *xsEnv, errs [2]error) {
+			// On MinIO a missing name stats as a directory: MkdirAll finds out
+			// (one LSTAT of a random name) and sends MKDIR anyway, which makes
+			// the parents too.
 			require.NoError(e, errs[0])
 			require.NoError(e, errs[1])
 			require.DirExists(e, e.local("a/b/c"))
-		}).with(func(e *xsEnv, errs [2]error) {
-			// A missing name stats as a directory, so MkdirAll finds a/b/c there
-			// and makes nothing: the directories come with the first file
-			// written below them.
-			require.NoError(e, errors.Join(errs[0], errs[1]))
-			require.NoDirExists(e, e.local("a/b"))
-		}, xsMinIO)),
+		})),
 
 		xsCase("remove", func(t *testing.T, dir string) {
 			xsFiles(map[string]string{"f": "f", "full/g": "g"})(t, dir)
@@ -232,10 +235,31 @@ func xsPathScenarios() []xsScenario {
 			require.FileExists(e, e.local("full/g"))
 			require.ErrorIs(e, errs["missing"], fs.ErrNotExist)
 		}).with(func(e *xsEnv, errs map[string]error) {
-			// REMOVE of a missing name is OK; Remove of "full" falls through to
-			// RMDIR (REMOVE refuses a directory), and RMDIR removes all below.
+			// REMOVE deletes the object of that exact name: of a directory (a
+			// prefix) or a missing name, there is none, and it answers OK having
+			// removed nothing. Remove never gets to RMDIR, which here would
+			// remove all below.
 			require.NoError(e, errors.Join(errs["f"], errs["empty"], errs["full"], errs["missing"]))
-			require.NoDirExists(e, e.local("full"))
+			require.NoFileExists(e, e.local("f"))
+			require.DirExists(e, e.local("empty"))
+			require.FileExists(e, e.local("full/g"))
+		}, xsMinIO)),
+
+		xsCase("removeall/neighbour", xsFiles(map[string]string{"t/f": "f", "tx": "x", "u": "u"}), func(e *xsEnv) error {
+			return e.c.RemoveAll(e.ctx, "t")
+		}, xsAll(func(e *xsEnv, err error) {
+			require.NoError(e, err)
+			require.NoDirExists(e, e.local("t"))
+			require.FileExists(e, e.local("tx"))
+		}).with(func(e *xsEnv, err error) {
+			// RMDIR removes every name that begins with "t", "tx" too: the
+			// Client, which learned that missing names stat as directories,
+			// lists the parent first and does not send it.
+			require.ErrorIs(e, err, errors.ErrUnsupported)
+			require.ErrorContains(e, err, `"tx"`)
+			require.NoFileExists(e, e.local("t/f"))
+			require.FileExists(e, e.local("tx"))
+			require.True(e, e.c.Capabilities().PhantomDirs)
 		}, xsMinIO)),
 
 		xsCase("removeall", xsFiles(map[string]string{"t/a/b/f": "f", "t/g": "g"}), func(e *xsEnv) [2]error {
@@ -428,7 +452,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, errs[op], errors.ErrUnsupported, op)
 				}
 				requireStatus(e, errs["open"], StatusFailure)
-				require.ErrorIs(e, errs["readdir"], fs.ErrNotExist)
+				require.NoError(e, errs["readdir"], "a prefix no name begins with lists nothing")
 			},
 			xsGreenEnd: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			xsAsyncSSH: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },

@@ -48,6 +48,9 @@ type xsEnv struct {
 	dir    string // what the server serves, on the local disk
 	server string
 	tap    *xsTap
+	// connect starts another Client of the server on dir, with opts: for scenarios
+	// that need the option a server's documentation names.
+	connect func(opts ...Option) *Client
 }
 
 // local is name, relative to the served directory, on the local disk.
@@ -147,7 +150,8 @@ func TestCrossServer(t *testing.T) {
 					}
 					tap := &xsTap{}
 					c := run.start(t, dir, tap)
-					sc.run(&xsEnv{T: t, ctx: testCtx(t), c: c, dir: dir, server: srv.name, tap: tap})
+					connect := func(opts ...Option) *Client { return run.start(t, dir, nil, opts...) }
+					sc.run(&xsEnv{T: t, ctx: testCtx(t), c: c, dir: dir, server: srv.name, tap: tap, connect: connect})
 				})
 			}
 		})
@@ -174,6 +178,7 @@ func xsScenarios() []xsScenario {
 	all = append(all, xsLinkScenarios()...)
 	all = append(all, xsOpenScenarios()...)
 	all = append(all, xsTreeScenarios()...)
+	all = append(all, xsDeliveryScenarios()...)
 	all = append(all, xsHashScenarios()...)
 	all = append(all, xsResumeScenarios()...)
 	return all

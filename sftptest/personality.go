@@ -110,10 +110,15 @@ func SFTPGoCloud() Personality { return personality("sftpgo-cloud", testserver.S
 //     with OP_UNSUPPORTED, though hardlink, posix-rename and statvfs are advertised
 //     (pkg/sftp's defaults); statvfs is OP_UNSUPPORTED too.
 //   - STAT and LSTAT of a missing name report a directory (the driver's "dummy
-//     return to satisfy LIST"); REMOVE of a missing name succeeds; RMDIR removes
-//     everything below the directory; listings have no "." and ".."; a file
-//     written under names that are not there makes them (objects need no
-//     directories).
+//     return to satisfy LIST"), and OPENDIR of one lists nothing; REMOVE deletes
+//     the object of that exact name, so REMOVE of a missing name or of a directory
+//     succeeds and removes nothing; RMDIR deletes every object listed under the
+//     directory's path as a prefix,
+//     without a slash after it: the directory with everything below it, and the
+//     siblings whose names begin with its name ("ab" beside "a"); MKDIR writes the
+//     directory's marker object, so it makes the parents and succeeds on an
+//     existing directory; listings have no "." and ".."; a file written under
+//     names that are not there makes them (objects need no directories).
 //   - An OPEN for writing replaces the object; out-of-order WRITEs are buffered up
 //     to 100 MiB ahead, and a CLOSE with a gap left fails ("some file segments were
 //     not flushed from the queue") and stores nothing.

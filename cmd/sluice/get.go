@@ -14,6 +14,9 @@ import (
 )
 
 func (a *app) get(ctx context.Context, remoteArgs []string, local string, x *xferFlags) (err error) {
+	if err := x.checkGetDelivery(); err != nil {
+		return err
+	}
 	rs, err := a.targets(remoteArgs)
 	if err != nil {
 		return err

@@ -111,7 +111,7 @@ func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err err
 	case isDir:
 		return fmt.Errorf("put: %s is a directory: standard input has no name, give the file's", escapeText(dst))
 	}
-	var opts []sftp.TransferOption
+	opts := x.deliveryOptions()
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}

@@ -24,7 +24,8 @@ type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
 	verify, checksum                                bool
-	parallel                                        int // 0: the library's default
+	inPlace                                         bool // --inplace (delivery.go)
+	parallel                                        int  // 0: the library's default
 	retries                                         int
 }
 
@@ -38,6 +39,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
 	x.registerSums(fs)
+	x.registerDelivery(fs)
 	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect and go on, up to `n` times in a row without progress\n(at once after progress, else waiting 1 s, 2 s, 4 s... up to 30 s): files in place are not\ncopied again, unfinished ones continue from their part files")
 }
 
@@ -56,6 +58,7 @@ func (x *xferFlags) options() []sftp.TransferOption {
 		opts = append(opts, sftp.SkipUnchanged())
 	}
 	opts = append(opts, x.sumOptions()...)
+	opts = append(opts, x.deliveryOptions()...)
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}

@@ -127,6 +127,8 @@ func TestPersonalityMinIO(t *testing.T) {
 	requireCode(t, StatusOpUnsupported, c.ext(extStatvfs, func(p *pkt) { p.str("d") }))
 	a := c.attrs(c.path(TypeLstat, "missing"))
 	require.EqualValues(t, sIFDIR|0o755, a.perm, "a missing name is a directory")
+	empty := c.handle(c.path(TypeOpendir, "missing"))
+	requireCode(t, StatusEOF, c.call(TypeReaddir, func(p *pkt) { p.str(empty) }))
 	requireCode(t, StatusOK, c.path(TypeRemove, "missing"))
 	requireCode(t, StatusFailure, c.open("missing", OpenRead))
 	h := c.handle(c.path(TypeOpendir, "d"))
@@ -149,6 +151,28 @@ func TestPersonalityMinIO(t *testing.T) {
 	require.Contains(t, msg, "not flushed")
 	_, err = s.Stat("/up")
 	require.ErrorIs(t, err, fs.ErrNotExist, "a CLOSE that failed stores nothing")
+
+	// MKDIR makes its parents; RMDIR removes by prefix: the directory, all below
+	// it, and the siblings whose names begin with its name.
+	requireCode(t, StatusOK, c.call(TypeMkdir, func(p *pkt) { p.str("m/n/o").u32(0) }))
+	st, err := s.Stat("/m/n/o")
+	require.NoError(t, err)
+	require.EqualValues(t, sIFDIR, st.Mode&sIFMT)
+	requireCode(t, StatusOK, c.call(TypeMkdir, func(p *pkt) { p.str("m/n/o").u32(0) })) // made again
+	// REMOVE of a directory is OK, and removes nothing.
+	requireCode(t, StatusOK, c.path(TypeRemove, "m/n"))
+	_, err = s.Stat("/m/n/o")
+	require.NoError(t, err)
+	require.NoError(t, s.WriteFile("/d/eel", []byte("x"), 0o644))
+	require.NoError(t, s.WriteFile("/d/f", []byte("x"), 0o644))
+	requireCode(t, StatusOK, c.path(TypeRmdir, "d/e"))
+	for _, gone := range []string{"/d/e", "/d/eel"} {
+		_, err = s.Stat(gone)
+		require.ErrorIs(t, err, fs.ErrNotExist, gone)
+	}
+	_, err = s.Stat("/d/f")
+	require.NoError(t, err, "a name without the prefix stays")
+	requireCode(t, StatusOK, c.path(TypeRmdir, "nothing-here"))
 }
 
 func TestPersonalityHetznerAndDropFolder(t *testing.T) {

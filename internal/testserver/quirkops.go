@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"path"
+	"strings"
 	"sync"
 )
 
@@ -209,6 +210,15 @@ func (ss *session) statQuirky(b []byte, r *request) []byte {
 	return ss.execute(b, r)
 }
 
+func (ss *session) opendirQuirky(b []byte, r *request) []byte {
+	if ss.cfg.Quirks.MissingIsDir && !ss.handlesFull() && ss.listerFor(string(r.path)) == nil {
+		if _, err := ss.fs.stat(string(r.path), true); err == eNOENT {
+			return ss.appendHandle(b, r.id, &handle{dir: true, lister: func(int) []ListEntry { return nil }})
+		}
+	}
+	return ss.execute(b, r)
+}
+
 func (ss *session) setstatQuirky(b []byte, r *request) []byte {
 	q := ss.cfg.Quirks
 	if r.typ == TypeFsetstat {
@@ -232,8 +242,18 @@ func (ss *session) setstatQuirky(b []byte, r *request) []byte {
 }
 
 func (ss *session) removeQuirky(b []byte, r *request) []byte {
-	if ss.cfg.Quirks.RemoveMissingOK {
-		if _, err := ss.fs.stat(string(r.path), false); err == eNOENT {
+	if ss.cfg.Quirks.RemoveNonFileOK {
+		if a, err := ss.fs.stat(string(r.path), false); err == eNOENT || err == nil && a.perm&sIFMT == sIFDIR {
+			return appendStatus(b, r.id, StatusOK)
+		}
+	}
+	return ss.execute(b, r)
+}
+
+func (ss *session) mkdirQuirky(b []byte, r *request) []byte {
+	if ss.cfg.Quirks.ImplicitDirs {
+		ss.makeParents(string(r.path))
+		if a, err := ss.fs.stat(string(r.path), false); err == nil && a.perm&sIFMT == sIFDIR {
 			return appendStatus(b, r.id, StatusOK)
 		}
 	}
@@ -241,15 +261,56 @@ func (ss *session) removeQuirky(b []byte, r *request) []byte {
 }
 
 func (ss *session) rmdirQuirky(b []byte, r *request) []byte {
-	if ss.cfg.Quirks.RmdirRemovesAll {
-		if err := ss.removeAll(string(r.path)); err != nil {
-			return appendStatus(b, r.id, statusOf(err))
-		}
+	if !ss.cfg.Quirks.RmdirRemovesPrefix {
+		return ss.execute(b, r)
 	}
-	return ss.execute(b, r)
+	p := cleanPath(r.path)
+	if p == "/" {
+		return appendStatus(b, r.id, StatusFailure)
+	}
+	if err := ss.removePrefix(p); err != nil {
+		return appendStatus(b, r.id, statusOf(err))
+	}
+	return appendStatus(b, r.id, StatusOK)
 }
 
-// removeAll empties the directory p (leaving p itself for RMDIR).
+// removePrefix removes every entry of p's directory whose name begins with p's
+// name, with everything below it: RmdirRemovesPrefix's RMDIR.
+func (ss *session) removePrefix(p string) error {
+	dir, base := path.Dir(p), path.Base(p)
+	d, err := ss.fs.opendir(dir)
+	if err != nil {
+		return err
+	}
+	names := d.names()
+	d.close()
+	for _, n := range names {
+		if n == "." || n == ".." || !strings.HasPrefix(n, base) {
+			continue
+		}
+		if err := ss.removeTree(path.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeTree removes p, and all below it when it is a directory.
+func (ss *session) removeTree(p string) error {
+	a, err := ss.fs.stat(p, false)
+	if err != nil {
+		return nil // gone meanwhile
+	}
+	if a.perm&sIFMT != sIFDIR {
+		return ss.fs.remove(p)
+	}
+	if err := ss.removeAll(p); err != nil {
+		return err
+	}
+	return ss.fs.rmdir(p)
+}
+
+// removeAll empties the directory p (leaving p itself).
 func (ss *session) removeAll(p string) error {
 	d, err := ss.fs.opendir(p)
 	if err != nil {
@@ -261,20 +322,7 @@ func (ss *session) removeAll(p string) error {
 		if n == "." || n == ".." {
 			continue
 		}
-		child := path.Join(p, n)
-		a, err := ss.fs.stat(child, false)
-		if err != nil {
-			continue
-		}
-		if a.perm&sIFMT == sIFDIR {
-			if err := ss.removeAll(child); err != nil {
-				return err
-			}
-			err = ss.fs.rmdir(child)
-		} else {
-			err = ss.fs.remove(child)
-		}
-		if err != nil {
+		if err := ss.removeTree(path.Join(p, n)); err != nil {
 			return err
 		}
 	}

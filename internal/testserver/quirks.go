@@ -75,15 +75,23 @@ type Quirks struct {
 	// LinksRefused is the status of SYMLINK and READLINK.
 	LinksRefused uint32
 
-	// MissingIsDir: STAT and LSTAT of a missing name report an empty directory.
+	// MissingIsDir: STAT and LSTAT of a missing name report an empty directory,
+	// and OPENDIR of one lists nothing (a prefix no object name begins with).
 	MissingIsDir bool
-	// RemoveMissingOK: REMOVE of a missing name answers OK.
-	RemoveMissingOK bool
-	// RmdirRemovesAll: RMDIR of a directory that is not empty removes it with
-	// everything below it.
-	RmdirRemovesAll bool
-	// ImplicitDirs: an OPEN for writing makes the directories above the file that
-	// are missing (an object store has no directories, only names).
+	// RemoveNonFileOK: REMOVE of a name that is no file (missing, or a directory)
+	// answers OK and changes nothing: an object store deletes the object of that
+	// exact name, and deleting one that is not there succeeds.
+	RemoveNonFileOK bool
+	// RmdirRemovesPrefix: RMDIR removes every entry whose path begins with the
+	// directory's path as a string, the directory itself, empty or not, with all
+	// below it, and its siblings whose names begin with its name ("ab" beside "a"):
+	// an object store that deletes the objects listed under the name as a prefix,
+	// without a slash after it. RMDIR of a name with nothing under it answers OK.
+	RmdirRemovesPrefix bool
+	// ImplicitDirs: an OPEN for writing, or a MKDIR, makes the directories above
+	// the name that are missing (an object store has no directories, only names),
+	// and a MKDIR of an existing directory answers OK (it writes the directory's
+	// marker object again).
 	ImplicitDirs bool
 
 	// FoldCase: a name matches an existing entry whatever the case of its
@@ -154,12 +162,16 @@ func (ss *session) executeQuirky(b []byte, r *request) []byte {
 		return ss.writeQuirky(b, r)
 	case TypeLstat, TypeStat:
 		return ss.statQuirky(b, r)
+	case TypeOpendir:
+		return ss.opendirQuirky(b, r)
 	case TypeSetstat, TypeFsetstat:
 		return ss.setstatQuirky(b, r)
 	case TypeRemove:
 		return ss.removeQuirky(b, r)
 	case TypeRmdir:
 		return ss.rmdirQuirky(b, r)
+	case TypeMkdir:
+		return ss.mkdirQuirky(b, r)
 	case TypeRealpath:
 		return ss.realpathQuirky(b, r)
 	case TypeRename:
