@@ -69,8 +69,8 @@ func BenchmarkLaneRamp(b *testing.B) {
 					var mu sync.Mutex
 					var ready []time.Duration
 					c.eachChannel(ctx, lanes, func(cn *conn) { // never main: see filechannel.go
-						_, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-							return appendOpen(nil, id, name, sshfx.FlagRead, &sshfx.Attrs{})
+						_, err := c.openHandle(ctx, cn, "open", func(dst []byte, id uint32) []byte {
+							return appendOpen(dst, id, name, sshfx.FlagRead, &sshfx.Attrs{})
 						})
 						if err == nil {
 							mu.Lock()

@@ -38,7 +38,7 @@ type options struct {
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
 	// dial makes more SSH connections to the server (WithDialer); channelsPerConn is how
-	// many lanes share one before the Client dials another.
+	// many channels share one before the Client dials another.
 	dial            func(context.Context) (*ssh.Client, error)
 	channelsPerConn int
 	openPipe        func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
@@ -97,20 +97,20 @@ func WithChannels(n int) Option {
 	}
 }
 
-// WithDialer lets NewClient open more SSH connections to the same server, for lanes
-// (see WithChannels). dial must return a new, authenticated connection to the server
+// WithDialer lets NewClient open more SSH connections to the same server, for more
+// channels (see WithChannels). dial must return a new, authenticated connection to the server
 // the Client was made for, and give up once ctx is done (ctx bounds the dial only). The
 // Client dials:
 //   - when the server refuses another session on the connections it has (sshd's
 //     MaxSessions, 10 by default; some servers allow one);
-//   - to spread lanes: each SSH connection is one cipher stream, run by one goroutine
-//     here and one sshd process there, so a connection carries at most 8 lanes
-//     (counting the main channel on the caller's connection), and the ninth lane is
-//     the first on a new connection. On long links this lets encryption run on
-//     several cores at each end.
+//   - to spread channels: each SSH connection is one cipher stream, run by one
+//     goroutine here and one sshd process there, so a connection carries at most 8
+//     channels (counting the main channel on the caller's connection), and the ninth
+//     channel is the first on a new connection. On long links this lets encryption
+//     run on several cores at each end.
 //
 // The Client owns the connections it dialled: Close closes them (never the one given
-// to NewClient), and one that dies is dropped, and dialled again by a later lane.
+// to NewClient), and one that dies is dropped, and dialled again for a later channel.
 // NewClientPipe ignores it.
 func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
 	return func(o *options) error {
@@ -125,11 +125,11 @@ func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
 // WithPipeOpener lets a NewClientPipe Client stripe large transfers over several pipes
 // (see WithChannels): open starts another SFTP server and returns its output (r) and
 // input (w), for example another `ssh host -s sftp` process, as the pipes given to
-// NewClientPipe. Each lane speaks SFTP (INIT) on its own. ctx bounds the opening only
-// (it ends when open returns, so a process started with exec.CommandContext(ctx) would
-// be killed): open must give up once ctx is done. Close closes every w, and every r that is an io.Closer; the caller reaps
-// the processes it started (after Close, each sees its input end). NewClient ignores
-// it.
+// NewClientPipe. Each pipe is a channel that speaks SFTP (INIT) on its own. ctx
+// bounds the opening only (it ends when open returns, so a process started with
+// exec.CommandContext(ctx) would be killed): open must give up once ctx is done. Close
+// closes every w, and every r that is an io.Closer; the caller reaps the processes it
+// started (after Close, each sees its input end). NewClient ignores it.
 func WithPipeOpener(open func(ctx context.Context) (io.Reader, io.WriteCloser, error)) Option {
 	return func(o *options) error {
 		if open == nil {
@@ -229,11 +229,11 @@ type Client struct {
 	// advertises no symlink-order extension (see asyncsshDraftSymlink).
 	draftSymlink bool
 
-	// source opens the extra lanes for striping (channelsource.go); nil for a pipe
-	// without WithPipeOpener.
+	// source opens the data channels (channelsource.go); nil for a pipe without
+	// WithPipeOpener.
 	source     channelSource
 	chans      channelPool
-	ctl        dataChannelOpener // opens data channels for files (filechannel.go)
+	dataOpener dataChannelOpener // opens data channels for files (filechannel.go)
 	laneMemory laneMemory        // the lane counts transfers settled on (lanerule.go)
 	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
 	// the server writes out of order and later rounds write their nonce at once
@@ -318,123 +318,6 @@ func newClient(opts []Option) (*Client, error) {
 	return c, nil
 }
 
-// openSession opens one session channel running the sftp subsystem and does INIT.
-// x/crypto's session calls take no context, so the caller waits for them only while
-// ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
-// not nil, runs when the channel is closed.
-func (c *Client) openSession(ctx context.Context, sc *ssh.Client, onClose func()) (*conn, error) {
-	if err := ctxError(ctx, ""); err != nil {
-		return nil, err
-	}
-	type opened struct {
-		sess *ssh.Session
-		r    io.Reader
-		w    io.WriteCloser
-	}
-	o, abandoned, err := awaitOrAbandon(ctx, func() (opened, error) {
-		var o opened
-		var err error
-		if o.sess, err = sc.NewSession(); err != nil {
-			return o, fmt.Errorf("sftp: opening a session: %w", err)
-		}
-		err = c.setEnv(o.sess)
-		if err == nil {
-			if o.w, err = o.sess.StdinPipe(); err == nil {
-				o.r, err = o.sess.StdoutPipe()
-			}
-		}
-		if err == nil {
-			err = c.startServer(o.sess)
-		}
-		if err != nil {
-			o.sess.Close()
-		}
-		return o, err
-	}, func(o opened) { o.sess.Close() })
-	if abandoned {
-		return nil, fmt.Errorf("sftp: opening a session: %w", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if c.opts.wrapStreams != nil {
-		o.r, o.w = c.opts.wrapStreams(o.r, o.w)
-	}
-	// Closing the session makes sshd close the channel, which ends the reader's Read
-	// with EOF, so Close can wait for the reader.
-	closer := o.sess.Close
-	if onClose != nil {
-		closer = func() error { defer onClose(); return o.sess.Close() }
-	}
-	return newConn(ctx, o.r, o.w, closer, true, &c.dataPool)
-}
-
-// awaitOrAbandon runs open, a call that may block past ctx (x/crypto's channel and
-// session calls take no ctx; a caller's dialer may ignore it), on a goroutine, and
-// waits for it only while ctx lasts. When ctx ends first it returns at once with
-// abandoned set and err = ctx.Err(), and leaves open to finish in the background:
-// what it then returns with a nil error goes to discard, as nobody will use it. open
-// must release whatever it took when it fails. The goroutine lasts as long as open
-// does: x/crypto's calls end at the latest when their connection closes.
-func awaitOrAbandon[T any](ctx context.Context, open func() (T, error), discard func(T)) (v T, abandoned bool, err error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := open()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, false, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.err == nil {
-				discard(r.v)
-			}
-		}()
-		return v, true, ctx.Err()
-	}
-}
-
-// setEnv sends the WithEnv variables on sess.
-func (c *Client) setEnv(sess *ssh.Session) error {
-	for _, kv := range c.opts.env {
-		if err := sess.Setenv(kv[0], kv[1]); err != nil {
-			return fmt.Errorf("sftp: the server refused to set %s (OpenSSH's sshd sets only what AcceptEnv names): %w", kv[0], err)
-		}
-	}
-	return nil
-}
-
-// startServer starts the SFTP server on sess: the subsystem, or WithServerCommand's
-// command.
-func (c *Client) startServer(sess *ssh.Session) error {
-	if c.opts.stderr != nil {
-		sess.Stderr = c.opts.stderr
-	}
-	if c.opts.command != "" {
-		if err := sess.Start(c.opts.command); err != nil {
-			return fmt.Errorf("sftp: running the server command: %w", err)
-		}
-		return nil
-	}
-	name := c.subsystemName()
-	if err := sess.RequestSubsystem(name); err != nil {
-		return fmt.Errorf("sftp: starting the %s subsystem: %w", name, err)
-	}
-	return nil
-}
-
-func (c *Client) subsystemName() string {
-	if c.opts.subsystem == "" {
-		return "sftp"
-	}
-	return c.opts.subsystem
-}
-
 // start finishes construction: records extensions and negotiates sizes.
 func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 	c.main = main
@@ -479,20 +362,20 @@ type serverLimits struct{ MaxPacket, MaxRead, MaxWrite, MaxOpenHandles uint64 }
 
 func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 	var sl serverLimits
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendExtended(nil, id, extLimits) })
-	if err != nil {
-		return sl, err
-	}
-	defer r.release()
-	d, err := decodeExtendedReply("limits", &r)
-	if err != nil {
-		return sl, c.main.check(err)
-	}
-	sl = serverLimits{d.Uint64(), d.Uint64(), d.Uint64(), d.Uint64()}
-	if err := d.Done(); err != nil {
-		return sl, c.main.check(&ProtocolError{Op: "limits", Reason: err})
-	}
-	return sl, nil
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extLimits)
+	}, func(r *response) error {
+		d, err := decodeExtendedReply("limits", r)
+		if err != nil {
+			return err
+		}
+		sl = serverLimits{d.Uint64(), d.Uint64(), d.Uint64(), d.Uint64()}
+		if err := d.Done(); err != nil {
+			return &ProtocolError{Op: "limits", Reason: err}
+		}
+		return nil
+	})
+	return sl, err
 }
 
 // Close closes every SFTP channel of the Client, and the SSH connections it dialled
@@ -500,12 +383,12 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // error that matches net.ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.ctl.stop()
+		c.dataOpener.stop()
 		c.chans.closeAll()
 		if c.source != nil {
 			c.source.close()
 		}
-		c.ctl.wait()
+		c.dataOpener.wait()
 	})
 	return nil
 }
@@ -532,12 +415,6 @@ func errUnsupportedExt(name string) error {
 	return fmt.Errorf("sftp: the server does not offer %s: %w", name, errors.ErrUnsupported)
 }
 
-// roundTrip sends the packet enc builds with a fresh id and waits for the reply.
-func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (response, error) {
-	id := cn.newID()
-	return cn.call(ctx, id, enc(id))
-}
-
 // maxReply is the longest reply a channel of c accepts: enough for a DATA reply to the
 // largest READ this client sends, and never less than OpenSSH's own message cap.
 func (c *Client) maxReply() uint32 {
@@ -555,14 +432,4 @@ func (c *Client) dataBuf() *[]byte {
 			return bp
 		}
 	}
-}
-
-// statusCall sends a request whose reply is a bare STATUS.
-func (c *Client) statusCall(ctx context.Context, op string, enc func(id uint32) []byte) error {
-	r, err := c.main.roundTrip(ctx, enc)
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return c.main.check(expectStatus(op, &r))
 }

@@ -43,8 +43,8 @@ import (
 // whatever the call that sent it did since.
 //
 // Why one writer per channel, rather than a goroutine per call that may be left
-// behind: the writer keeps the channel's order for free (INIT before a lane's first
-// OPEN, a handle's requests before its CLOSE: File.hmu relies on it), allocates
+// behind: the writer keeps the channel's order for free (INIT before a data channel's
+// first OPEN, a handle's requests before its CLOSE: File.hmu relies on it), allocates
 // nothing per packet, batches small packets, and is what an upload's lanes need
 // anyway: each channel's writer parks alone on its exhausted window, so the
 // scheduler needs no sender goroutine per lane. The cost is one goroutine hand-off

@@ -2,8 +2,6 @@ package sftp
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -39,24 +37,26 @@ func (deadlineError) Is(target error) bool {
 	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
 }
 
-// fileLife is the context every wait of a File selects on (File.ctx). It ends for good
-// when the File is closed, or when its Get, Put or ReadFile is cancelled (both call
-// cancel), with context.Canceled. It ends for the moment when the deadline passes,
-// with errDeadline: a later SetDeadline then starts a fresh Done channel for the waits
-// that follow, while those already ended stay ended. Until a deadline has passed,
-// Done returns the same channel on every call.
+// fileLife is the ctx a File's io methods wait on (see errors.go, "where ctx ends a
+// wait"): their transfers, their round trips, and the gate of its handles (File.enter)
+// all select on it or check it. It ends for good when the File is closed, with
+// errFileClosed. It ends for the moment when the deadline passes, with errDeadline: a
+// later SetDeadline then starts a fresh Done channel for the waits that follow, while
+// those already ended stay ended. Until a deadline has passed, Done returns the same
+// channel on every call.
 //
 // That renewal departs from context.Context's contract (Done and Err do not stay
-// ended): the File's waits and its read-ahead stream (File.ra, which outlives one
-// Read) select on the life itself, so a renewed deadline revives them, as
+// ended), as do its errors (not context.Canceled: a File's Close is not its caller's
+// cancellation): the File's waits and its read-ahead stream (File.ra, which outlives
+// one Read) select on the life itself, so a renewed deadline revives them, as
 // os.File's does. A context derived from it with context.WithCancel or
-// errgroup.WithContext follows the contract: once ended, it stays ended.
+// errgroup.WithContext follows the contract: once ended, it stays ended, and its cause
+// is the life's error.
 type fileLife struct {
 	mu     sync.Mutex
 	done   chan struct{}
-	err    error // nil, errDeadline or context.Canceled
+	err    error // nil, errDeadline or errFileClosed
 	closed bool
-	fired  bool      // a deadline has passed at some point
 	when   time.Time // the deadline set, zero for none
 	timer  *time.Timer
 	gen    uint64 // counts SetDeadline calls, so that a stale timer does nothing
@@ -88,8 +88,8 @@ func (l *fileLife) Err() error {
 	return l.err
 }
 
-// cancel ends the File's life for good.
-func (l *fileLife) cancel() {
+// end ends the File's life for good.
+func (l *fileLife) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -102,7 +102,7 @@ func (l *fileLife) cancel() {
 	if l.err == nil {
 		close(l.done)
 	}
-	l.err = context.Canceled
+	l.err = errFileClosed
 }
 
 // setDeadline arms the deadline; false when the File is closed.
@@ -140,23 +140,6 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 
 // expire ends the current waits. l.mu is held and l.err is nil.
 func (l *fileLife) expire() {
-	l.fired = true
 	l.err = errDeadline
 	close(l.done)
-}
-
-// explain turns the "file closed" errors that some waits give when the File's
-// context ends into the deadline's error, when a deadline ended it and the File is
-// still open.
-func (l *fileLife) explain(err error) error {
-	if err == nil || !errors.Is(err, fs.ErrClosed) {
-		return err
-	}
-	l.mu.Lock()
-	fired, closed := l.fired, l.closed
-	l.mu.Unlock()
-	if fired && !closed {
-		return errDeadline
-	}
-	return err
 }

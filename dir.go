@@ -69,7 +69,7 @@ type Dir struct {
 
 	// ahead holds the READDIRs sent whose replies fill has not taken yet, in the
 	// order they went out. A whole listing sends them in batches (see readAhead).
-	ahead []pendingReq
+	ahead []call
 	batch int // READDIRs the next batch sends; 0 until a whole listing starts
 }
 
@@ -84,8 +84,8 @@ func (c *Client) OpenDir(ctx context.Context, name string) (*Dir, error) {
 }
 
 func (c *Client) openDir(ctx context.Context, name string) (*Dir, error) {
-	h, err := c.openHandle(ctx, c.main, "opendir", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeOpendir, id, name)
+	h, err := c.openHandle(ctx, c.main, "opendir", func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeOpendir, id, name)
 	})
 	if err != nil {
 		return nil, err
@@ -140,17 +140,15 @@ func (d *Dir) fail(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	if d.life.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("sftp: directory closed during the read: %w", fs.ErrClosed)
-	}
 	return pathErr("readdir", d.name, err)
 }
 
-// bound joins ctx with the Dir's life, so that Close interrupts a read.
+// bound joins ctx with the Dir's life, so that Close interrupts a read, which then
+// ends with errDirClosed (see errors.go).
 func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(d.life, cancel)
-	return ctx, func() { stop(); cancel() }
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(d.life, func() { cancel(errDirClosed) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // readAll returns every entry that remains. Each page is handed to charge as it
@@ -262,31 +260,28 @@ func (d *Dir) sendBatch(ctx context.Context) error {
 	if d.batch > 0 {
 		d.batch = min(2*d.batch, readAhead)
 	}
+	bp := d.cn.smallPool.Get().(*[]byte)
+	defer d.cn.smallPool.Put(bp) // each READDIR is copied: a handle is at most 256 bytes
 	for range n {
-		r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1), sent: true}
-		if err := d.cn.send(ctx, r.id, appendString1(nil, sshfx.TypeReaddir, r.id, d.handle), r.ch); err != nil {
+		cl := d.cn.start(ctx, appendString1((*bp)[:0], sshfx.TypeReaddir, d.cn.newID(), d.handle), nil)
+		if cl.err != nil {
 			if len(d.ahead) == 0 {
-				return err
+				return cl.err
 			}
 			break // the ones sent are taken first; the next call sends again
 		}
-		d.ahead = append(d.ahead, r)
+		d.ahead = append(d.ahead, cl)
 	}
 	return nil
 }
 
-// take waits for the reply to the READDIR r and decodes it: a page, io.EOF, or an
+// take waits for the reply to the READDIR cl and decodes it: a page, io.EOF, or an
 // error.
-func (d *Dir) take(ctx context.Context, r pendingReq) ([]nameEntry, error) {
-	resp, err := d.cn.wait(ctx, r.id, r.ch)
-	if err != nil {
-		return nil, err
-	}
-	names, err := decodeName("READDIR", &resp)
-	resp.release()
-	if err != nil && err != io.EOF {
-		err = d.cn.check(err)
-	}
+func (d *Dir) take(ctx context.Context, cl call) (names []nameEntry, err error) {
+	err = cl.take(ctx, func(r *response) (err error) {
+		names, err = decodeName("READDIR", r)
+		return err
+	})
 	return names, err
 }
 
@@ -338,8 +333,8 @@ func keptEntries(page []nameEntry) ([]fs.DirEntry, error) {
 
 // abandonAhead forgets the READDIRs in flight: their replies are dropped.
 func (d *Dir) abandonAhead() {
-	for _, r := range d.ahead {
-		d.cn.abandon(r.id, r.ch)
+	for _, cl := range d.ahead {
+		cl.abandon()
 	}
 	d.ahead = nil
 }
@@ -348,24 +343,6 @@ func (d *Dir) abandonAhead() {
 // returns an error matching fs.ErrClosed.
 func (d *Dir) Close() error {
 	return d.close(context.Background())
-}
-
-// close closes the handle, waiting for the reply no longer than ctx allows: past
-// that, the CLOSE still goes out but nobody waits for it.
-func (d *Dir) close(ctx context.Context) error {
-	d.cancel()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return pathErr("close", d.name, fs.ErrClosed)
-	}
-	d.closed, d.page = true, nil
-	d.abandonAhead()
-	if ctx.Err() != nil {
-		d.cn.closeLater(d.handle)
-		return nil
-	}
-	return pathErr("close", d.name, d.cn.closeNow(ctx, d.handle))
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched
@@ -405,7 +382,8 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 		}
 		// The listing is whole: its CLOSE is not waited for, as in ReadDir.
 		closed = true
-		d.sendClose(ctx).forget()
+		cl, _ := d.sendClose(ctx)
+		cl.abandon()
 	}
 }
 
@@ -423,40 +401,34 @@ func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error
 	return c.readDir(ctx, name, nil)
 }
 
-// readDir is ReadDir with readAll's charge.
+// readDir is ReadDir with readAll's charge. The listing is whole once READDIR said
+// EOF: its CLOSE is sent and not waited for (Dir.sendClose).
 func (c *Client) readDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
-	entries, cs, err := c.listDir(ctx, name, charge)
-	if err != nil {
-		return nil, err
-	}
-	cs.forget()
-	return entries, nil
-}
-
-// listDir is readDir that sends the directory's CLOSE and returns without waiting
-// for its reply: the caller must wait for cs before it returns. On an error the
-// CLOSE has been waited for already (while ctx allows), and cs is empty.
-func (c *Client) listDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
 	d, err := c.openDir(ctx, name)
 	if err != nil {
-		return nil, cs, pathErr("readdir", name, err)
+		return nil, pathErr("readdir", name, err)
 	}
-	return d.listAll(ctx, charge)
+	entries, cl, err := d.listAll(ctx, charge)
+	cl.abandon()
+	return entries, err
 }
 
-// listAll is listDir on a Dir already open, which it closes.
-func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
+// listAll reads the rest of the listing of d, sorted by name, and closes d: it sends
+// the CLOSE and returns without waiting for its reply (cl), which the caller takes or
+// abandons. On an error the CLOSE has been waited for already (while ctx allows), and
+// cl is empty.
+func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cl call, err error) {
 	name := d.name
 	d.mu.Lock()
 	entries, err = d.readAll(ctx, charge)
 	d.mu.Unlock()
 	if err != nil {
 		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins
-		return nil, cs, pathErr("readdir", name, err)
+		return nil, cl, pathErr("readdir", name, err)
 	}
-	cs = d.sendClose(ctx)
+	cl, _ = d.sendClose(ctx)
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, cs, nil
+	return entries, cl, nil
 }
 
 // dirEntry is an fs.DirEntry over the attributes READDIR sent: Info costs no request.

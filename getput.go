@@ -337,25 +337,11 @@ func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote strin
 	return t.putFile(ctx, ls, remote)
 }
 
-// watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
-// cancelled ctx reaches a WriteTo or ReadFrom in progress. It cancels rather than
-// closes f: the caller's own Close then sends the CLOSE and waits for it, so the remote
-// handle is gone by the time Get or Put returns. The returned stop waits for a
-// cancellation already under way, so no goroutine outlives the file.
-func watch(ctx context.Context, f *File) (stop func()) {
-	fired := make(chan struct{})
-	unhook := context.AfterFunc(ctx, func() { f.cancel(); close(fired) })
-	return func() {
-		if !unhook() {
-			<-fired
-		}
-	}
-}
-
 // openRemote opens a remote file for a transfer that stop may end. The OPEN itself
 // waits under the call's ctx, not stop: an OPEN given up on leaves its handle to be
 // closed in the background, after Get or Put returned. So a tree whose first failure
 // ends stop still collects every OPEN in flight and closes its handle before returning.
+// The File's CLOSEs are bounded by the call's ctx likewise (File.callCtx).
 func (t *getPutCall) openRemote(stop context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	if err := ctxError(stop, ""); err != nil {
 		return nil, err
@@ -365,9 +351,9 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 		return nil, err
 	}
 	f.share = t.fileShare()
-	f.callDone = t.ctx.Done()
+	f.callCtx = t.ctx
 	if err := ctxError(stop, ""); err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return nil, err
 	}
 	return f, nil
@@ -400,14 +386,14 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		lf, err = t.local.createPart(part, createPerm(fi.Mode(), remoteHasPerm(fi)))
 	}
 	if err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return err
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(err) }()
 	n, err := t.download(ctx, f, src, lf, off, size, p)
 	if err == nil {
-		err = ctx.Err()
+		err = ctxError(ctx, "")
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
@@ -417,7 +403,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		if off == 0 && n == 0 {
 			t.local.remove(part)
 		}
-		return stopped(ctx, err)
+		return err
 	}
 	return t.local.rename(part, dst)
 }
@@ -428,24 +414,18 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 	if off == 0 && t.smallGet(size) {
 		return t.getSmall(ctx, f, src, lf, size, p) // closes f
 	}
-	stop := watch(ctx, f)
-	// Checked here too because the watch acts from another goroutine: a ctx that
-	// ended already (say from a progress callback) must not let data through first.
-	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p)
-	}
-	stop()
+	n, err = receive(ctx, f, lf, off, p)
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
 	// that matters to data already received.
-	closeWithin(t.ctx, f)
+	f.Close()
 	return n, err
 }
 
-// receive writes f from off into lf, the part file. WriteTo writes each piece at its
-// offset as it arrives and reports n, the bytes received in one run from off: pieces
+// receive writes f from off into lf, the part file, while ctx lasts. WriteTo writes
+// each piece at its offset as it arrives and reports n, the bytes received in one run from off: pieces
 // past them may be in lf (a failure, or a server that contradicted itself), so lf is
 // cut to off+n on every outcome. Resume trusts a part file's size.
-func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -458,7 +438,7 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.WriteTo(w)
+	n, err := f.writeTo(ctx, w)
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -516,25 +496,23 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 			return err
 		}
 	}
-	stop := watch(ctx, f)
 	p := t.rep.start(src, dst, off, fi.Size())
 	defer func() { p.end(err) }()
 	var n int64
-	if err = ctx.Err(); err == nil { // as in getFile
+	// A ctx that ended already (say from a progress callback) sends nothing.
+	if err = ctxError(ctx, ""); err == nil {
 		var data []byte
 		var small bool
 		if data, small, err = t.smallUpload(lf, fi, off); small {
-			stop()
 			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
 		} else if err == nil {
 			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
 		}
 	}
-	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, once the close is done (see
-	// keepPart).
-	return t.finishPut(ctx, f, part, dst, err, off+n, f.Close)
+	// keepPart), which is waited for in the background once ctx has ended.
+	return t.finishPut(ctx, f, part, dst, err, off+n, func() error { return f.close(context.Background()) })
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
@@ -544,13 +522,13 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 // background, in that order.
 func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
 	failed := err != nil
-	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+	_, ok, cerr := waitWithin(t.ctx, "", f.cn, func() (struct{}, error) {
 		cerr := closeFile()
 		if failed || cerr != nil {
 			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
 		}
-		return cerr
-	})
+		return struct{}{}, cerr
+	}, nil)
 	if !ok {
 		cerr = f.err("close", cerr)
 	}
@@ -558,7 +536,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
-		return stopped(ctx, err)
+		return err
 	}
 	return t.c.Rename(ctx, part, dst)
 }
@@ -621,7 +599,7 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		src = &progressFile{f: lf, p: p}
 	}
 	var err error
-	if *n, err = f.ReadFrom(src); err != nil {
+	if *n, err = f.readFrom(ctx, src); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {
@@ -633,12 +611,12 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		if err != nil {
 			return err
 		}
-		if err := f.setstat(a); err != nil {
+		if err := f.setstat(ctx, a); err != nil {
 			return f.err("setstat", err)
 		}
 	}
 	if t.o.fsync {
-		return f.Sync()
+		return f.sync(ctx)
 	}
 	return nil
 }

@@ -63,12 +63,8 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	stop := watch(ctx, f)
-	if err = ctx.Err(); err == nil {
-		_, err = f.WriteTo(struct{ io.Writer }{w})
-	}
-	stop()
-	closeWithin(t.ctx, f)
+	_, err = f.writeTo(ctx, struct{ io.Writer }{w})
+	f.Close()
 	if cerr := ctxError(ctx, ""); cerr != nil {
 		return cerr // the write it interrupted says only that its deadline passed
 	}
@@ -106,13 +102,9 @@ func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string)
 	if p != nil {
 		src = &progressFile{f: lf, p: p}
 	}
-	stop := watch(ctx, f)
-	if err = ctx.Err(); err == nil {
-		_, err = f.ReadFrom(src)
-	}
-	stop()
-	if cerr := closeWithin(t.ctx, f); err == nil {
+	_, err = f.readFrom(ctx, src)
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return stopped(ctx, err)
+	return err
 }

@@ -38,7 +38,11 @@ type lane struct {
 // request, takes in lanes as they are opened, sizes their number (lanerule.go), drops
 // a sibling whose channel died, and closes the siblings at the end.
 type lanes struct {
-	f      *File
+	f *File
+	// ctx is the transfer's: every wait of it ends with it (errors.go). The File's life
+	// for its io methods, the call's ctx for Get and Put; an upload, and a download that
+	// writes at offsets, replace it with their errgroup's, derived from it.
+	ctx    context.Context
 	ch     chan response  // every reply of the transfer, from every lane
 	all    []*lane        // all[0] is the File's own lane
 	active int            // requests go to all[:active]; the rest stay open, idle
@@ -59,9 +63,10 @@ type lanes struct {
 	ownErr  error
 }
 
-func (f *File) newLanes(window int, pflags sshfx.OpenFlag, upload bool) lanes {
+func (f *File) newLanes(ctx context.Context, window int, pflags sshfx.OpenFlag, upload bool) lanes {
 	return lanes{
 		f:      f,
+		ctx:    ctx,
 		ch:     make(chan response, window+1),
 		all:    []*lane{{cn: f.cn, handle: f.handle}},
 		active: 1,
@@ -88,7 +93,7 @@ func (ls *lanes) stripe() {
 	ls.joins = make(chan *lane, ceiling+1)
 	ls.want = make(chan laneAsk, 1)
 	ls.opened = make(chan struct{})
-	ctx, cancel := context.WithCancel(ls.f.ctx)
+	ctx, cancel := context.WithCancel(ls.ctx)
 	ls.stop = cancel
 	rtt := time.Duration(c.main.minRTT.Load())
 	ls.ask(ls.ctl.start(rtt, ceiling, c.laneMemory.of(ls.upload)))
@@ -169,7 +174,7 @@ func (ls *lanes) pick() *lane {
 // violation or the transfer's own end are failures of the transfer.
 func (ls *lanes) survives(l *lane, err error) bool {
 	var pe *ProtocolError
-	return l.sibling && errors.Is(err, net.ErrClosed) && !errors.As(err, &pe) && ls.f.ctx.Err() == nil
+	return l.sibling && errors.Is(err, net.ErrClosed) && !errors.As(err, &pe) && ls.ctx.Err() == nil
 }
 
 // dropLane takes a sibling whose channel died out of the transfer; false if it was out
@@ -195,7 +200,7 @@ func (ls *lanes) forget(ids map[*lane][]uint32) {
 		r := <-ls.ch
 		r.release()
 	}
-	takeReady(ls.ch, func(r response) bool { r.release(); return true })
+	drainReady(ls.ch, func(r response) bool { r.release(); return true })
 }
 
 // finish stops the opener and closes every sibling handle, waiting for the replies:
@@ -205,7 +210,7 @@ func (ls *lanes) finish() error {
 	if ls.stop != nil {
 		ls.stop()
 		<-ls.opened
-		takeReady(ls.joins, func(l *lane) bool {
+		drainReady(ls.joins, func(l *lane) bool {
 			if l != nil {
 				ls.all = append(ls.all, l)
 			}
@@ -219,16 +224,17 @@ func (ls *lanes) finish() error {
 			continue
 		}
 		id := l.cn.newID()
-		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
+		if err := l.cn.startInto(context.Background(), appendString1(nil, sshfx.TypeClose, id, l.handle), nil, ls.ch); err != nil {
 			first = firstErr(first, err)
 			continue
 		}
 		waiting[id] = l.cn
 	}
 	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's. For a Get or Put the wait is
-	// bounded by its ctx (File.callDone): a server that never answers a CLOSE must not
-	// hold the call. Otherwise the transfer returns with every handle closed.
+	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as the
+	// File's own CLOSE is (File.callCtx): for a Get or Put by its ctx, as a server that
+	// never answers a CLOSE must not hold the call; otherwise the transfer returns
+	// with every handle closed.
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
@@ -242,7 +248,7 @@ func (ls *lanes) finish() error {
 	}
 	for len(waiting) > 0 {
 		// Replies that are here count even once the call's ctx has ended.
-		takeReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
+		drainReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
 		if len(waiting) == 0 {
 			break
 		}
@@ -250,7 +256,7 @@ func (ls *lanes) finish() error {
 		case r := <-ls.ch:
 			collect(r)
 			continue
-		case <-ls.f.callDone:
+		case <-ls.f.callCtx.Done():
 		}
 		forgetCloses(waiting)
 		break
@@ -279,4 +285,19 @@ func firstErr(first, err error) error {
 		return err
 	}
 	return first
+}
+
+// drainReady passes to take the values already waiting on ch, without waiting for
+// more, until none is ready or take returns false.
+func drainReady[T any](ch <-chan T, take func(T) bool) {
+	for {
+		select {
+		case v := <-ch:
+			if !take(v) {
+				return
+			}
+		default:
+			return
+		}
+	}
 }

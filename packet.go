@@ -182,6 +182,12 @@ func expectStatus(op string, r *response) error {
 	return err
 }
 
+// status is the decoder (for conn.do, call.take) of a request whose only success
+// reply is STATUS OK: expectStatus for op.
+func status(op string) func(*response) error {
+	return func(r *response) error { return expectStatus(op, r) }
+}
+
 // otherReply is the error for a reply that is not of type want. A STATUS is the
 // server's answer to this one request whatever its code, so it fails the request
 // only: OK becomes a *StatusError (nothing was returned where data was due), as does

@@ -47,12 +47,11 @@ type writtenPiece struct {
 // readStream reads a file from an offset; see the window rule above.
 type readStream struct {
 	lanes
-	ctx   context.Context // every wait ends with it: the File's life, or the errgroup's
-	size  int             // bytes per READ; lowered when the server returns less than asked
-	next  int64           // offset of the next byte to yield
-	issue int64           // offset of the next READ to send
-	limit int64           // end of the range to read, or -1 for "to EOF"
-	win   int             // current window; grows by one per segment yielded, up to max
+	size  int   // bytes per READ; lowered when the server returns less than asked
+	next  int64 // offset of the next byte to yield
+	issue int64 // offset of the next READ to send
+	limit int64 // end of the range to read, or -1 for "to EOF"
+	win   int   // current window; grows by one per segment yielded, up to max
 	max   int
 
 	reqs map[uint32]chunk
@@ -84,7 +83,7 @@ type readStream struct {
 // READ: its size keeps small files from being read far past their end and tells
 // whether to stripe, at no extra round trip; a server that refuses it just leaves the
 // hint unknown.
-func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
+func (f *File) newReadStream(ctx context.Context, off, limit int64, win int, stat bool) *readStream {
 	window := f.window()
 	size := f.c.readSize()
 	if limit >= 0 {
@@ -95,8 +94,7 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 		window = int(min(int64(window), (limit-off+int64(size)-1)/int64(size)+1))
 	}
 	s := &readStream{
-		lanes: f.newLanes(window, sshfx.FlagRead, false),
-		ctx:   f.ctx,
+		lanes: f.newLanes(ctx, window, sshfx.FlagRead, false),
 		size:  size, next: off, issue: off, limit: limit,
 		win: min(win, window), max: window,
 		reqs: make(map[uint32]chunk, window),
@@ -109,7 +107,8 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 	}
 	if stat {
 		id := f.cn.newID()
-		if err := f.send(f.ctx, f.cn, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
+		s.pkt = appendString1(s.pkt[:0], sshfx.TypeFstat, id, f.handle) // copied: reused for READs
+		if err := f.startInto(ctx, f.cn, s.pkt, nil, s.ch); err != nil {
 			s.fail(off, err)
 		} else {
 			s.statID = id
@@ -214,7 +213,7 @@ func (s *readStream) send(req chunk) bool {
 		cn := req.lane.cn
 		id := cn.newID()
 		s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
-		err := s.f.send(s.ctx, cn, id, s.pkt, s.ch)
+		err := s.f.startInto(s.ctx, cn, s.pkt, nil, s.ch)
 		if err == nil {
 			req.lane.out++
 			s.reqs[id] = req
@@ -244,11 +243,7 @@ func (s *readStream) more() bool {
 		s.held--
 		s.wrote.done(w.off, w.n)
 	case <-s.ctx.Done():
-		err := context.Cause(s.ctx)
-		if s.f.ctx.Err() != nil {
-			err = errFileClosed
-		}
-		s.fail(s.next, err)
+		s.fail(s.next, ctxError(s.ctx, ""))
 		s.abandon()
 	}
 	return true
@@ -474,7 +469,7 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 // wa's error bare.
 func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	start := s.next
-	g, gctx := errgroup.WithContext(s.f.ctx)
+	g, gctx := errgroup.WithContext(s.ctx)
 	s.ctx = gctx
 	s.out = make(chan segment, s.max+1)
 	s.written = make(chan writtenPiece, s.max+1)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 
@@ -70,29 +69,24 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf *os.F
 	if err != nil {
 		return nil, 0, err
 	}
-	stop := watch(ctx, f)
-	proven := provePart(f, remoteAttrsOf(pfi), lf, off)
-	stop()
-	if err := ctx.Err(); err != nil || !proven {
-		closeWithin(t.ctx, f)
-		if err != nil {
-			return nil, 0, fmt.Errorf("sftp: %w", err)
-		}
-		return nil, 0, nil
+	proven := provePart(ctx, f, remoteAttrsOf(pfi), lf, off)
+	if err := ctxError(ctx, ""); err != nil || !proven {
+		f.Close()
+		return nil, 0, err // nil: not proven, a new part replaces it
 	}
 	return f, off, nil
 }
 
 // provePart reports whether f, open on a part file of off bytes, is the file whose
-// LSTAT said want and holds lf's bytes before off at its end.
-func provePart(f *File, want *sshfx.Attrs, lf *os.File, off int64) bool {
-	got, err := f.fstat()
+// LSTAT said want and holds lf's bytes before off at its end, asking while ctx lasts.
+func provePart(ctx context.Context, f *File, want *sshfx.Attrs, lf *os.File, off int64) bool {
+	got, err := f.fstat(ctx)
 	if err != nil || !sameFileAttrs(want, &got) {
 		return false
 	}
 	n := min(off, int64(f.c.readSize()))
 	remote, local := make([]byte, n), make([]byte, n)
-	if _, err := io.ReadFull(io.NewSectionReader(f, off-n, n), remote); err != nil {
+	if got, _ := f.readAt(ctx, remote, off-n); got != len(remote) {
 		return false
 	}
 	if _, err := lf.ReadAt(local, off-n); err != nil {

@@ -46,16 +46,11 @@ func (t *getPutCall) smallPut(size int64) bool {
 // turns out longer than one READ shows (it grew since the listing, or the server
 // returned less than asked) is read on from there with a new handle, by the engine.
 func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress) (int64, error) {
-	defer f.cancel()
-	if err := ctxError(ctx, ""); err != nil {
-		closeWithin(t.ctx, f)
-		return 0, err
-	}
 	var w io.Writer = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, rest, ends, err := t.receiveSmall(ctx, f, size, w)
+	n, rest, ends, err := f.receiveSmall(ctx, size, w)
 	if err != nil || !rest {
 		return n, err
 	}
@@ -63,13 +58,8 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	if err != nil {
 		return n, err
 	}
-	stop := watch(ctx, g)
-	var m int64
-	if err = ctx.Err(); err == nil {
-		m, err = receive(g, lf, n, p)
-	}
-	stop()
-	closeWithin(t.ctx, g)
+	m, err := receive(ctx, g, lf, n, p)
+	g.Close()
 	ends.sawData(n, m)
 	n += m
 	if err == nil {
@@ -86,24 +76,18 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	return n, err
 }
 
-// receiveSmall does getSmall's two round trips. rest reports that the file may go on
-// past n, the bytes written to w; ends is what the two READs said about the file's end.
-func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	return f.receiveSmall(ctx, t.ctx, size, w)
-}
-
 // receiveSmall reads f, a file of size bytes (as a listing or a STAT said: at most one
 // READ), and closes it, in one round trip: the READ of size bytes, a READ just past it
 // that should find EOF, and the CLOSE go out back to back, and their replies are then
-// matched by id. The requests go out while ctx lasts, the CLOSE while cctx (the call's
-// ctx) does. rest reports that the file may go on past n, the bytes written to w: it
+// matched by id. The requests go out while ctx lasts, and the CLOSE in any case
+// (sendThenClose). rest reports that the file may go on past n, the bytes written to w: it
 // turned out longer, or a READ came back short, or a server that reorders a handle's
 // requests closed it before a READ. The caller decides how to read on, on a new handle.
 // ends is what the READs said about the file's end, which whatever the caller reads
 // next must agree with (readEnds); a READ from 0 finding EOF while the one past it
 // found data is that contradiction already, and fails the read.
-func (f *File) receiveSmall(ctx, cctx context.Context, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	got, serr := f.sendSmallReads(ctx, cctx, size)
+func (f *File) receiveSmall(ctx context.Context, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
+	got, serr := f.sendSmallReads(ctx, size)
 	defer got.release()
 	rerr := got.err
 	if serr != nil && rerr == nil {
@@ -143,7 +127,7 @@ func (g *smallReads) release() {
 
 // sendSmallReads sends receiveSmall's requests and collects their replies. serr is the
 // error of a request that could not be sent.
-func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallReads, serr error) {
+func (f *File) sendSmallReads(ctx context.Context, size int64) (g smallReads, serr error) {
 	cn := f.cn
 	probe := uint32(f.c.readSize()) // the READ past the listed end: EOF, or what was added
 	wants := []uint32{uint32(size), probe}
@@ -158,28 +142,29 @@ func (f *File) sendSmallReads(ctx, cctx context.Context, size int64) (g smallRea
 		// The probe alone: it reads from 0.
 		wants, encs, slots = wants[1:], encs[1:], slots[1:]
 	}
-	reqs, cls, serr := f.sendThenClose(ctx, cctx, encs)
-	g.resps = make([]response, len(reqs))
-	collect(ctx, cn, reqs, func(i int, r response, err error) {
+	calls, cls, serr := f.sendThenClose(ctx, encs)
+	g.resps = make([]response, len(calls))
+	for i, cl := range calls {
+		r, err := cl.wait(ctx)
 		if err == nil {
 			var d []byte
 			if d, err = smallData(&r, wants[i]); err == nil {
 				*slots[i], g.resps[i] = d, r
-				return
+				continue
 			}
 			r.release()
 		}
 		if g.err == nil {
 			g.err = cn.check(err)
 		}
-	})
+	}
 	// A read handle's CLOSE reports nothing that matters to the data (as in
 	// getFile), unless the reply itself is malformed, which fails the channel. It is
-	// waited for all the same (while cctx lasts): sent behind the READs, it is
-	// answered in their round trip by a server that runs a handle's requests in
-	// order, so the wait costs nothing there, and the handle is gone when the call
-	// returns, before any request the caller sends next, on any channel.
-	closeReply(cctx, f, cls)
+	// waited for all the same (bounded as every CLOSE of f: File.callCtx): sent behind
+	// the READs, it is answered in their round trip by a server that runs a handle's
+	// requests in order, so the wait costs nothing there, and the handle is gone when
+	// the call returns, before any request the caller sends next, on any channel.
+	cls.take(f.callCtx, status("CLOSE"))
 	return g, serr
 }
 
@@ -276,7 +261,6 @@ func (t *getPutCall) smallUpload(lf *os.File, fi fs.FileInfo, off int64) (data [
 // part file just created on the server, sets its metadata and syncs it as asked, closes
 // it and renames it to dst: everything before the rename in one round trip.
 func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, data []byte, fi fs.FileInfo, p *fileProgress) error {
-	defer f.cancel()
 	type step struct {
 		op  string
 		enc func(id uint32) []byte
@@ -306,26 +290,22 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 	for i, s := range steps {
 		encs[i] = unshared(s.enc)
 	}
-	reqs, cls, err := f.sendThenClose(ctx, t.ctx, encs)
+	calls, cls, err := f.sendThenClose(ctx, encs)
 	var acked int64
-	collect(ctx, f.cn, reqs, func(i int, r response, werr error) {
-		if werr == nil {
-			werr = f.cn.check(expectStatus(steps[i].op, &r))
-			r.release()
-			if werr != nil {
-				werr = f.err(steps[i].op, werr)
-			}
-		}
+	for i, cl := range calls {
+		werr := cl.take(ctx, status(steps[i].op))
 		switch {
 		case werr == nil && steps[i].op == "write":
 			acked = int64(len(data))
 			p.add(len(data))
 		case werr != nil && err == nil:
-			err = werr
+			err = f.err(steps[i].op, werr)
 		}
-	})
+	}
+	// The CLOSE is taken in the background once the call's ctx has ended (finishPut):
+	// the part file is cut only after the CLOSE has let every WRITE land.
 	return t.finishPut(ctx, f, part, dst, err, acked, func() error {
-		if cerr := closeReply(context.WithoutCancel(t.ctx), f, cls); cerr != nil {
+		if cerr := cls.take(context.Background(), status("CLOSE")); cerr != nil {
 			return f.err("close", cerr)
 		}
 		return nil
@@ -334,9 +314,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, da
 
 // abortPut closes f, the part file of an upload that sent nothing, and removes it.
 func (t *getPutCall) abortPut(f *File, part string, acked int64) {
-	waitWithin(t.ctx, f.cn, func() error {
-		cerr := f.Close()
+	waitWithin(t.ctx, "", f.cn, func() (struct{}, error) {
+		cerr := f.close(context.Background())
 		t.keepPart(context.WithoutCancel(t.ctx), part, acked)
-		return cerr
-	})
+		return struct{}{}, cerr
+	}, nil)
 }

@@ -87,7 +87,6 @@ type writeStream struct {
 	size  int // data bytes per WRITE
 	max   int // the window
 
-	ctx    context.Context // the errgroup's: ends on the first error, Close or ctx
 	g      *errgroup.Group
 	halt   context.CancelFunc // stops the producers (a WRITE failed: read no further)
 	slots  chan struct{}      // one per chunk between being read and being filed
@@ -119,13 +118,13 @@ type writeStream struct {
 	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
 }
 
-func (f *File) newWriteStream(off int64) *writeStream {
+func (f *File) newWriteStream(ctx context.Context, off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
 		// Siblings open without CREAT or TRUNC: the caller's open already created or
 		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
 		// READ, for the proof that they are on the File's file (reopen.go).
-		lanes: f.newLanes(window, sshfx.FlagRead|sshfx.FlagWrite, true),
+		lanes: f.newLanes(ctx, window, sshfx.FlagRead|sshfx.FlagWrite, true),
 		start: off, size: f.c.limits.MaxWrite, max: window,
 		slots:    make(chan struct{}, window),
 		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
@@ -193,7 +192,8 @@ func sizeOf(src io.Reader) int64 {
 // A sized io.ReaderAt source is read in parallel and left positioned after what was
 // written.
 func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
-	g, gctx := errgroup.WithContext(ws.f.ctx)
+	// The errgroup's ctx, derived from the transfer's, ends on the first error too.
+	g, gctx := errgroup.WithContext(ws.ctx)
 	ws.ctx, ws.g = gctx, g
 	pctx, halt := context.WithCancel(gctx)
 	ws.halt = halt
@@ -306,7 +306,7 @@ func (ws *writeStream) post(l *lane, id uint32, off int64, n int, h *heldBuf) {
 	l.unsent.Add(1)
 	pkt, err := writePacket(*h.buf, id, l.handle, off, n)
 	if err == nil {
-		err = ws.f.sendRef(ws.ctx, l.cn, id, pkt, ws.ch, h) // lets go of h for the writer
+		err = ws.f.startInto(ws.ctx, l.cn, pkt, h, ws.ch) // lets go of h for the writer
 	} else {
 		h.writeDone()
 	}
@@ -374,7 +374,7 @@ func (ws *writeStream) schedule() error {
 			ws.releaseHeld()
 		case <-ws.kick:
 		case <-ws.ctx.Done():
-			return ws.abort(context.Cause(ws.ctx))
+			return ws.abort(ctxError(ws.ctx, ""))
 		}
 	}
 }
@@ -608,15 +608,12 @@ func (ws *writeStream) ack(r response) error {
 // abort gives up on every WRITE in flight. Whether they landed is unknown, so the
 // failure is placed at the lowest of them: nothing from there on is reported written.
 func (ws *writeStream) abort(cause error) error {
-	if ws.f.ctx.Err() != nil {
-		cause = errFileClosed
-	}
 	ws.aborting = true
 	ws.stop()
 	// Acknowledgements already delivered still count: collect them first, so n does
 	// not under-report what the server confirmed.
 	if len(ws.reqs) > 0 {
-		takeReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
+		drainReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
 	}
 	ws.fail(ws.acked.prefix, cause) // nothing is acknowledged past prefix
 	return cause
