@@ -19,6 +19,12 @@ import (
 // So striping never delays the start of a transfer, and a channel the server refuses
 // (sshd MaxSessions) just means fewer lanes.
 
+// defaultStripeMinRTT is the round trip below which one channel's window is not what
+// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
+// connection. There extra channels would only add server processes competing for the
+// CPU. (Tests lower it to exercise striping on loopback.)
+const defaultStripeMinRTT = 2 * time.Millisecond
+
 // stripes reports whether the link is slow enough for striping to pay.
 func (c *Client) stripes() bool {
 	return c.opts.channels > 1 && c.source != nil &&

@@ -24,6 +24,22 @@ import (
 // Channels are kept by the channelPool across transfers and closed with the Client; the
 // source closes what else it owns (the dialled connections) after them.
 
+// defaultChannelsPerConn is how many channels share one SSH connection before the
+// Client dials another (with WithDialer). Each connection is one cipher stream, run by
+// one goroutine here and one sshd process there. It was measured on the project's
+// 2-core machine at RTT 50 ms (see docs/design.md, "Channels and where they come
+// from").
+const defaultChannelsPerConn = 8
+
+// maxDialing bounds the dials one Client has under way. sshd drops connections that
+// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
+// the Client's striping growth.
+const maxDialing = 4
+
+// maxChannelAttempts bounds how often one open moves on to another connection after a
+// refused session or a dead connection.
+const maxChannelAttempts = 3
+
 // channelSource opens the extra SFTP channels of a Client.
 type channelSource interface {
 	// open starts one more SFTP channel. An error while ctx is live means the source

@@ -21,12 +21,12 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// laneFunc is a channelSource made of a function that owns nothing: tests give a Client
-// lanes to an in-process server with it.
-type laneFunc func(ctx context.Context) (*conn, error)
+// channelSourceFunc is a channelSource made of a function that owns nothing: tests
+// give a Client data channels to an in-process server with it.
+type channelSourceFunc func(ctx context.Context) (*conn, error)
 
-func (f laneFunc) open(ctx context.Context) (*conn, error) { return f(ctx) }
-func (laneFunc) close()                                    {}
+func (f channelSourceFunc) open(ctx context.Context) (*conn, error) { return f(ctx) }
+func (channelSourceFunc) close()                                    {}
 
 // testDialer is a WithDialer function to a stripeEnv's sshd that keeps every
 // connection it made, so a test can kill one or check that the Client closed them.

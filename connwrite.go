@@ -352,6 +352,24 @@ func (c *conn) watchStallLocked() {
 	}
 }
 
+// writeStallGrace is how long a channel's Write may stay blocked after the call that
+// sent the packet gave up (its ctx ended) before the channel is given up as one whose
+// server stopped taking data; it also bounds how long closing a channel
+// waits for its goroutines. It must not kill a healthy channel whose user merely
+// cancelled an upload: that Write is blocked on the channel's flow-control window,
+// behind at most a window of data (channelWindow, 2 MiB, against sshd) plus what the
+// server's pipes buffer, and the window comes back as the server writes that data and
+// the window adjustment crosses the link. stallGraceBase lets a server that takes 1
+// MiB/s (a slow disk or link; slower than that we call stalled) drain a window, and
+// 4 minimum round trips let the adjustment come back even queued behind replies. A
+// longer grace only delays the report: the call has returned at its ctx either way.
+func writeStallGrace(minRTT time.Duration) time.Duration {
+	return stallGraceBase + 4*minRTT
+}
+
+// stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
+const stallGraceBase = channelWindow / (1 << 20) * time.Second
+
 // stallGrace is how long a Write may stay blocked after its call gave up.
 func (c *conn) stallGrace() time.Duration {
 	if d := time.Duration(c.stallGraceSet.Load()); d > 0 {

@@ -21,6 +21,14 @@ import (
 // large the directory is; a whole listing has up to readAhead in flight, and charges
 // each page to its call's memory account (budget.go) before it asks for the next.
 
+// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
+// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
+// READDIR at a time pays two round trips where one would do: the first batch sends
+// two, which brings a small directory's page and its EOF together. A listing that
+// goes on doubles its batch up to readAhead, so a large directory costs a round trip
+// per readAhead pages; what is in flight is bounded by readAhead replies.
+const readAhead = 4
+
 // maxEmptyPages is how many READDIR replies in a row may bring no entry before the
 // listing fails: a real server ends a listing with STATUS EOF, and one that keeps
 // sending empty pages would otherwise keep a reader busy forever.

@@ -241,7 +241,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 	c.opts.channels = 4
 	pinLanes(c, 4)
 	var opened atomic.Int32
-	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
+	c.source = channelSourceFunc(func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()
 		var wc io.Writer = w
 		var closeGate func()
@@ -282,7 +282,7 @@ func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
 	c, srv := newTestServerClient(t, testserver.Options{Stall: ofType(testserver.TypeClose)},
 		withStripeMinRTT(0))
 	c.opts.channels = 3
-	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
+	c.source = channelSourceFunc(func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()
 		return newConn(ctx, r, w, func() error { r.Close(); return w.Close() }, true, &c.dataPool)
 	})

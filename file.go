@@ -411,7 +411,7 @@ func (f *File) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	s := f.newReadStream(ctx, off, off+int64(len(p)), f.c.opts.maxInflight, false)
+	s := f.newReadStream(ctx, off, off+int64(len(p)), f.c.oneChannelWindow(), false)
 	defer s.close()
 	n, err := io.ReadFull(readerFunc(s.read), p)
 	if err == io.ErrUnexpectedEOF {

@@ -28,6 +28,11 @@ import (
 // On a short link nothing changes: the main channel carries everything, as one
 // channel's window is not what limits it there.
 
+// busyChannel is how many requests a data channel must have in flight before a new
+// file's open asks for another data channel: about a window's worth of full-size
+// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
+const busyChannel = 8
+
 // dataChannelOpener opens data channels in the background for Client.fileChannel.
 type dataChannelOpener struct {
 	turn atomic.Uint32 // rotates the choice among equally loaded channels

@@ -127,6 +127,12 @@ func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
 
+// defaultParallel is how many files a tree transfer moves at once when the caller did
+// not choose Parallel: large files are bound by bandwidth, which each one's window
+// fills already, so more in flight would only share the window out thinner (File.share)
+// and hold more of the server's handles.
+const defaultParallel = 16
+
 // Parallel sets how many files a tree transfer keeps in flight, and how many
 // directories it lists at once. By default 16 files are in flight, and up to 512 when
 // they are small (one READ or WRITE each), as long as those hold no more than 32 MiB

@@ -75,6 +75,10 @@ func (f *File) newLanes(ctx context.Context, window int, pflags sshfx.OpenFlag, 
 	}
 }
 
+// stripeMin is how large a transfer must be before it stripes: enough that the few
+// round trips of opening handles are paid back.
+const stripeMin = 8 << 20
+
 // canStripe reports whether this transfer may add lanes.
 func (ls *lanes) canStripe() bool {
 	c := ls.f.c

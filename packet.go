@@ -213,6 +213,10 @@ func unexpectedStatus(code StatusCode, op string) *StatusError {
 	return &StatusError{Code: code, Message: "unexpected " + code.String() + " status in reply to " + op}
 }
 
+// packetSlack is the room a data buffer keeps beyond its payload for the header of
+// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
+const packetSlack = 1024
+
 // maxHandleLen is the longest handle the drafts allow a server to send.
 const maxHandleLen = 256
 

@@ -37,6 +37,10 @@ import (
 // is consumed or written, before the exception can apply again: so what a slow
 // writer or a missing reply can hold is at most win+1 buffers.
 
+// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
+// while one is in a system call.
+const writeAtWorkers = 2
+
 // writtenPiece is a writer's report that it is done with the segment at off: n of its
 // bytes reached w.
 type writtenPiece struct {

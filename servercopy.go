@@ -53,6 +53,17 @@ var errCopySame = fmt.Errorf("sftp: the source and the destination are the same 
 // size could not be set, and it may keep a tail of its old data.
 var errCopySize = errors.New("sftp: the server did not report the source's size, so the copy's size could not be set")
 
+// The ranges of a Copy.
+const (
+	// copyRange is the bytes one copy-data request asks the server to copy. The server
+	// copies a range without answering anything else on the channel (OpenSSH serves one
+	// request at a time), so a range is kept to a size it copies in well under a
+	// second, and copyFlight of them are kept in flight so the server never waits for
+	// the next.
+	copyRange  = 64 << 20
+	copyFlight = 4
+)
+
 // copyData copies src to dst in ranges of span bytes.
 //
 // dst is not truncated when it is opened: when it is src under another name, that

@@ -24,6 +24,16 @@ import (
 // Such files are limited by requests in flight, not by any window, so a tree keeps
 // more of them in flight than of large files (smallParallel).
 
+// defaultSmallParallel is how many small files a tree keeps in flight when the caller
+// did not choose Parallel. A tree of a few hundred small files then goes in one wave
+// of round trips rather than two or three; smallBudget keeps the memory they hold to
+// what 128 files of one full READ or WRITE each would.
+const defaultSmallParallel = 512
+
+// smallBudget bounds the bytes the small files in flight hold at once (each is
+// charged smallCost), whatever their number.
+const smallBudget = 32 << 20
+
 // smallCost is what one small file in flight is charged against smallBudget: its
 // data, and room for its requests and replies.
 func smallCost(size int64) int64 {

@@ -160,6 +160,12 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 	return err
 }
 
+// pipelinedWriteMax is the most data WriteFile sends as WRITEs back to back with the
+// CLOSE right behind them, two round trips in all: what one channel window holds, less
+// room for the small requests of other users of the channel, so that the burst goes
+// out without waiting for the server to grant more. More goes through the engine.
+const pipelinedWriteMax = channelWindow - 64<<10
+
 // fitsOneBurst reports whether n bytes go to f as WRITEs sent back to back: no more
 // than one channel window holds (pipelinedWriteMax), in no more requests than a
 // transfer of f keeps in flight.

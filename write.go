@@ -38,6 +38,12 @@ import (
 // the header) is chosen.
 const dataOff = packetSlack
 
+// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
+// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
+// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
+// two cores this is measured on.
+const readAtWorkers = 2
+
 // filledChunk is a piece of the source read into a pooled buffer, or a failure to
 // read it.
 type filledChunk struct {
