@@ -143,13 +143,13 @@ func TestDialerMaxSessionsOne(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
-// Lanes are spread over connections: withLanesPerConn(2) and six lanes make three
+// Lanes are spread over connections: withChannelsPerConn(2) and six lanes make three
 // connections, the caller's and two dialled, though the server would take more
 // sessions on one.
 func TestDialerSpreadsLanes(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	d := &testDialer{e: e}
-	c, _ := e.dialerClient(t, d, WithChannels(6), withLanesPerConn(2))
+	c, _ := e.dialerClient(t, d, WithChannels(6), withChannelsPerConn(2))
 	data := randBytes(stripeSize, 34)
 	down := e.file(t, "down", data)
 	// The file opens on the main channel and stripes over six data channels: seven

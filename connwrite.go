@@ -34,8 +34,9 @@ import (
 //     not wait for it (conn.shutdown). For NewClient that is the caller's ssh.Client.
 //
 // Packets of at most copyMax bytes are copied into the queue, so the caller's buffer
-// is free once send returns, and consecutive ones go out in one Write (a window of
-// READs costs one write(2) and, on SSH, one encrypted message instead of dozens).
+// is free once the request is started (conn.startInto), and consecutive ones go out
+// in one Write (a window of READs costs one write(2) and, on SSH, one encrypted
+// message instead of dozens).
 // Longer packets are written from the caller's buffer: a caller that reuses it passes
 // a packetRef, which the writer tells when it is done with the buffer (after the Write
 // returns, or at once when the packet is withdrawn or the channel failed before it
@@ -54,7 +55,7 @@ import (
 // arena for the copied packets: once they have grown to the traffic, queuing
 // allocates nothing.
 
-// copyMax is the longest packet send copies: every request but a WRITE's data (a READ
+// copyMax is the longest packet the queue copies: every request but a WRITE's data (a READ
 // is some 40 bytes, an OPEN with a long path a few hundred).
 const copyMax = smallBuf
 
