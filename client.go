@@ -376,8 +376,8 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 	var sl serverLimits
 	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendExtended(dst, id, extLimits)
-	}, func(r *response) error {
-		d, err := decodeExtendedReply("limits", r)
+	}, func(r response) error {
+		d, err := decodeExtendedReply("limits", &r)
 		if err != nil {
 			return err
 		}

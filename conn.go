@@ -470,12 +470,12 @@ func (cl call) got(r response) (response, error) {
 // take waits for the reply to cl while ctx lasts and hands it to decode, which
 // must not keep its body; decode's error goes through check, so a reply that breaks
 // the protocol fails the channel.
-func (cl call) take(ctx context.Context, decode func(*response) error) error {
+func (cl call) take(ctx context.Context, decode func(response) error) error {
 	r, err := cl.wait(ctx)
 	if err != nil {
 		return err
 	}
-	err = decode(&r)
+	err = decode(r)
 	r.release()
 	return cl.c.check(err)
 }
@@ -545,7 +545,7 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 // do sends the request enc builds (in dst, a pooled buffer, with id) and takes its
 // reply with decode while ctx lasts: one round trip. A small request's round trip
 // counts as a sample of the link's latency (minRTT).
-func (c *conn) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(*response) error) error {
+func (c *conn) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(response) error) error {
 	bp := c.smallPool.Get().(*[]byte)
 	pkt := enc((*bp)[:0], c.newID())
 	small := len(pkt) <= smallBuf
@@ -562,7 +562,7 @@ func (c *conn) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, d
 	if small {
 		c.sawRTT(time.Since(sent))
 	}
-	err = decode(&r)
+	err = decode(r)
 	r.release()
 	return c.check(err)
 }

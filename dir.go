@@ -286,8 +286,8 @@ func (d *Dir) sendBatch(ctx context.Context) error {
 // take waits for the reply to the READDIR cl and decodes it: a page, io.EOF, or an
 // error.
 func (d *Dir) take(ctx context.Context, cl call) (names []nameEntry, err error) {
-	err = cl.take(ctx, func(r *response) (err error) {
-		names, err = decodeName("READDIR", r)
+	err = cl.take(ctx, func(r response) (err error) {
+		names, err = decodeName("READDIR", &r)
 		return err
 	})
 	return names, err

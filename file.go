@@ -226,7 +226,7 @@ func (f *File) startInto(ctx context.Context, cn *conn, pkt []byte, ref packetRe
 // the reply: Close ends the life first, which ends the io methods' waits, before it
 // takes hmu for itself; a File a call opened for itself is closed by that call, after
 // its round trips.
-func (f *File) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(*response) error) error {
+func (f *File) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(response) error) error {
 	if err := f.enter(nil); err != nil {
 		return err
 	}
@@ -246,8 +246,8 @@ func (f *File) Stat() (fs.FileInfo, error) {
 func (f *File) fstat(ctx context.Context) (a sshfx.Attrs, err error) {
 	err = f.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendString1(dst, sshfx.TypeFstat, id, f.handle)
-	}, func(r *response) (err error) {
-		a, err = decodeAttrs("FSTAT", r)
+	}, func(r response) (err error) {
+		a, err = decodeAttrs("FSTAT", &r)
 		return err
 	})
 	return a, err

@@ -127,7 +127,7 @@ func (l *dataChannelOpener) open(c *Client, n int) {
 				// A round trip, so that files go to cn once it answers (notAnswered).
 				cn.do(l.ctx, func(dst []byte, id uint32) []byte {
 					return appendString1(dst, sshfx.TypeRealpath, id, ".")
-				}, func(*response) error { return nil })
+				}, func(response) error { return nil })
 			}
 		})
 		l.mu.Lock()

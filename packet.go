@@ -184,8 +184,8 @@ func expectStatus(op string, r *response) error {
 
 // status is the decoder (for conn.do, call.take) of a request whose only success
 // reply is STATUS OK: expectStatus for op.
-func status(op string) func(*response) error {
-	return func(r *response) error { return expectStatus(op, r) }
+func status(op string) func(response) error {
+	return func(r response) error { return expectStatus(op, &r) }
 }
 
 // otherReply is the error for a reply that is not of type want. A STATUS is the

@@ -54,8 +54,8 @@ func (c *Client) stat(ctx context.Context, op string, t sshfx.PacketType, name s
 // attrsCall is a round trip on the main channel answered by ATTRS (STAT, LSTAT,
 // FSTAT).
 func (c *Client) attrsCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (a sshfx.Attrs, err error) {
-	err = c.main.do(ctx, enc, func(r *response) (err error) {
-		a, err = decodeAttrs(op, r)
+	err = c.main.do(ctx, enc, func(r response) (err error) {
+		a, err = decodeAttrs(op, &r)
 		return err
 	})
 	return a, err
@@ -64,8 +64,8 @@ func (c *Client) attrsCall(ctx context.Context, op string, enc func(dst []byte, 
 // nameCall is a round trip on the main channel answered by a NAME with one entry
 // (REALPATH, READLINK, expand-path, home-directory).
 func (c *Client) nameCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (s string, err error) {
-	err = c.main.do(ctx, enc, func(r *response) (err error) {
-		s, err = decodeOneName(op, r)
+	err = c.main.do(ctx, enc, func(r response) (err error) {
+		s, err = decodeOneName(op, &r)
 		return err
 	})
 	return s, err
@@ -73,8 +73,8 @@ func (c *Client) nameCall(ctx context.Context, op string, enc func(dst []byte, i
 
 // openHandle sends OPEN or OPENDIR on cn and returns the handle.
 func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(dst []byte, id uint32) []byte) (h string, err error) {
-	err = cn.do(ctx, enc, func(r *response) (err error) {
-		h, err = decodeHandle(op, r)
+	err = cn.do(ctx, enc, func(r response) (err error) {
+		h, err = decodeHandle(op, &r)
 		return err
 	})
 	return h, err
@@ -387,8 +387,8 @@ func (c *Client) StatVFS(ctx context.Context, name string) (*StatVFS, error) {
 	var s *StatVFS
 	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendExtended(dst, id, extStatVFS, name)
-	}, func(r *response) (err error) {
-		s, err = decodeStatVFS(r)
+	}, func(r response) (err error) {
+		s, err = decodeStatVFS(&r)
 		return err
 	})
 	if err != nil {

@@ -187,8 +187,8 @@ func proveWritten(ctx context.Context, l *lane, p *roundProof) bool {
 	proven := false
 	err := l.cn.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendRead(dst, id, l.handle, uint64(p.off), nonceLen)
-	}, func(r *response) error {
-		data, err := decodeData(r)
+	}, func(r response) error {
+		data, err := decodeData(&r)
 		proven = err == nil && bytes.Equal(data, p.nonce[:])
 		return err
 	})
@@ -210,8 +210,8 @@ func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
 	l.verdict = make(chan struct{})
 	ls.joins <- l
 	var a sshfx.Attrs
-	err := fstat.take(ctx, func(r *response) (err error) {
-		a, err = decodeAttrs("FSTAT", r)
+	err := fstat.take(ctx, func(r response) (err error) {
+		a, err = decodeAttrs("FSTAT", &r)
 		return err
 	})
 	if err == nil {

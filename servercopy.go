@@ -195,8 +195,8 @@ func (c *Client) UserGroupNames(ctx context.Context, uids, gids []uint32) (users
 	}
 	err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendExtended(dst, id, extUsersGroups, pack(uids), pack(gids))
-	}, func(r *response) error {
-		d, err := decodeExtendedReply(extUsersGroups, r)
+	}, func(r response) error {
+		d, err := decodeExtendedReply(extUsersGroups, &r)
 		if err != nil {
 			return err
 		}

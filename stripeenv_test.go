@@ -263,7 +263,7 @@ func roundTripLanes(c *Client) error {
 	for _, cn := range c.chans.live()[1:] {
 		err := cn.do(ctx, func(dst []byte, id uint32) []byte {
 			return appendString1(dst, sshfx.TypeStat, id, "/")
-		}, func(*response) error { return nil })
+		}, func(response) error { return nil })
 		first = cmp.Or(first, err)
 	}
 	return first

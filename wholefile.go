@@ -121,8 +121,8 @@ func (c *Client) openSized(ctx context.Context, name string) (f *File, size int6
 // describes, or -1. A refusal is no error; a malformed reply fails the channel.
 func statSize(ctx context.Context, st call) (int64, error) {
 	size := int64(-1)
-	err := st.take(ctx, func(r *response) error {
-		a, err := decodeAttrs("STAT", r)
+	err := st.take(ctx, func(r response) error {
+		a, err := decodeAttrs("STAT", &r)
 		switch {
 		case err != nil, !a.Has(sshfx.AttrSize):
 		case a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask != 0 && a.Permissions&unixTypeMask != unixRegular:
