@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -378,7 +379,8 @@ func (c *conn) newID() uint32 { return c.ids.Add(1) }
 // server saw.
 
 // call is a request sent with start: what wait needs to take its reply or give it up.
-// The zero value, or one with err set, did not go out.
+// One with err set did not go out; neither did the zero value, whose wait reports
+// errNoRequest.
 type call struct {
 	c   *conn
 	id  uint32
@@ -414,7 +416,7 @@ func (c *conn) startInto(ctx context.Context, pkt []byte, ref packetRef, into ch
 	}
 	if len(pkt) < 9 {
 		tell(ref)
-		return errors.New("sftp: internal error: a request packet without an id")
+		return errNoRequest
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -429,6 +431,10 @@ func (c *conn) startInto(ctx context.Context, pkt []byte, ref packetRef, into ch
 	return nil
 }
 
+// errNoRequest is what a call that never had a request gets: a bug, reported rather
+// than a panic.
+var errNoRequest = errors.New("sftp: internal error: a call without a request")
+
 // packetID is the request id of pkt: after its length and type.
 func packetID(pkt []byte) uint32 { return binary.BigEndian.Uint32(pkt[5:9]) }
 
@@ -437,7 +443,7 @@ func packetID(pkt []byte) uint32 { return binary.BigEndian.Uint32(pkt[5:9]) }
 // has ended when wait is called gives up, whatever has arrived.
 func (cl call) wait(ctx context.Context) (response, error) {
 	if cl.ch == nil {
-		return response{}, cl.err
+		return response{}, cmp.Or(cl.err, errNoRequest)
 	}
 	if ctx.Err() == nil {
 		select {

@@ -24,6 +24,11 @@ import (
 //
 // A CLOSE is never withdrawn from the write queue (connwrite.go): a handle the client
 // stops caring about must still be closed, or the server keeps it for the session.
+// How long one is waited for: while the caller's ctx lasts; for a File's, while its
+// callCtx does (the call that opened it for itself, or none for a File its user
+// opened), siblings and batches included. An upload's CLOSE, which must land before
+// its part file is cut, is waited for whole, alone once the Put's ctx has ended
+// (finishPut, through waitWithin: errors.go).
 //
 // A File is marked closed (markClosed) before its CLOSE is sent, so that no request
 // about the handle follows the CLOSE (File.hmu): the server reuses a closed handle's
