@@ -15,12 +15,13 @@ import (
 //     what the server said, which for a written file may be the only report of a lost
 //     write. File.Close, Dir.Close, Copy's handles, a batch that ends in the CLOSE
 //     (sendThenClose) and a listing's CLOSE taken later (Dir.sendClose) wait; so does a
-//     striped transfer for its sibling handles (lanes.finish).
+//     striped transfer for its sibling handles (lanes.finish, lanes.turnAway).
 //   - started and not waited (closeLater), where nobody can wait: the reader, which
 //     meets the HANDLE of an OPEN whose caller gave up (dispatch, call.abandon) and must
-//     never block; a caller whose ctx has ended (startClose); a handle the client turns
-//     away while it is failing anyway (a sibling lane that is not the File's file,
-//     reopen.go). The server closes it all the same, and the reader drops its reply.
+//     never block; a caller whose ctx has ended (startClose); a download's sibling
+//     turned away mid-transfer, whose stream must not stop for a round trip
+//     (lanes.refuse, reopen.go). The server closes it all the same, and the reader
+//     drops its reply.
 //
 // A CLOSE is never withdrawn from the write queue (connwrite.go): a handle the client
 // stops caring about must still be closed, or the server keeps it for the session.

@@ -148,7 +148,7 @@ func (ls *lanes) ask(n int) {
 
 // openSibling opens the file on cn and, once it is proven the File's, hands it to the
 // transfer as a lane. A sibling that cannot be opened or proven is not the transfer's
-// failure: it is closed and left out.
+// failure: it is left out, and its handle closed (turnAway).
 func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 	c := ls.f.c
 	if hook := c.opts.beforeSiblingOpen; hook != nil {
@@ -164,7 +164,7 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 	if ls.upload {
 		a.proof.want()
 		if !proveWritten(ctx, l, a.proof) {
-			cn.closeLater(h)
+			ls.turnAway(l)
 			return
 		}
 		c.knownReadWrite.Store(true)
@@ -172,6 +172,15 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 		return
 	}
 	ls.joinUnverified(ctx, l)
+}
+
+// turnAway closes the handle of a sibling the opener does not hand to the transfer,
+// waiting for the reply as finish waits for the siblings' (bounded by File.callCtx):
+// finish waits for the opener, so the transfer returns with every handle it opened
+// closed, those turned away included. A sibling whose proof was cut short by the end
+// of the transfer is one of them.
+func (ls *lanes) turnAway(l *lane) {
+	l.cn.closeHandle(ls.f.callCtx, l.handle)
 }
 
 // proveWritten reads the round's nonce through l's handle: true when it is there.
@@ -204,7 +213,7 @@ func proveWritten(ctx context.Context, l *lane, p *roundProof) bool {
 func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
 	fstat := l.cn.start(ctx, appendString1(nil, sshfx.TypeFstat, l.cn.newID(), l.handle), nil)
 	if fstat.err != nil {
-		l.cn.closeLater(l.handle)
+		ls.turnAway(l)
 		return
 	}
 	l.verdict = make(chan struct{})
