@@ -95,9 +95,9 @@ func BenchmarkLaneRamp(b *testing.B) {
 }
 
 // BenchmarkChannelsPerConn downloads a file over 16 lanes behind a 50 ms round trip,
-// with at most k channels per SSH connection (more dialled as needed), each round on a fresh
-// Client as a program would, ramp included: it chose defaultChannelsPerConn. Set
-// SLUICE_BENCH_MIB for the size (default 256).
+// with at most k channels per SSH connection (more dialled as needed), each round on
+// a fresh Client as a program would, ramp included: it chose defaultChannelsPerConn.
+// Set SLUICE_BENCH_MIB for the size (default 256).
 func BenchmarkChannelsPerConn(b *testing.B) {
 	const rtt = 50 * time.Millisecond
 	size := 256 << 20

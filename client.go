@@ -110,9 +110,9 @@ func WithChannels(n int) Option {
 }
 
 // WithDialer lets NewClient open more SSH connections to the same server, for more
-// channels (see WithChannels). dial must return a new, authenticated connection to the server
-// the Client was made for, and give up once ctx is done (ctx bounds the dial only). The
-// Client dials:
+// channels (see WithChannels). dial must return a new, authenticated connection to
+// the server the Client was made for, and give up once ctx is done (ctx bounds the
+// dial only). The Client dials:
 //   - when the server refuses another session on the connections it has (sshd's
 //     MaxSessions, 10 by default; some servers allow one);
 //   - to spread channels: each SSH connection is one cipher stream, run by one

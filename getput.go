@@ -427,10 +427,10 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 	return n, err
 }
 
-// receive writes f from off into lf, the part file, while ctx lasts. WriteTo writes
-// each piece at its offset as it arrives and reports n, the bytes received in one run from off: pieces
-// past them may be in lf (a failure, or a server that contradicted itself), so lf is
-// cut to off+n on every outcome. Resume trusts a part file's size.
+// receive writes f from off into lf, the part file, while ctx lasts. writeTo writes
+// each piece at its offset as it arrives and reports n, the bytes received in one run
+// from off: pieces past them may be in lf (a failure, or a server that contradicted
+// itself), so lf is cut to off+n on every outcome. Resume trusts a part file's size.
 func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
