@@ -17,7 +17,8 @@ import (
 // n says how much; the offset stands where the acknowledged data left it.
 //
 // The ctx given to Open bounds only the open. SetDeadline is how to bound what comes
-// after it. One deadline covers reads and writes alike. Close is not bounded by it.
+// after it. One deadline covers reads and writes alike, and Close's wait for the
+// server's answer (or CloseContext's ctx).
 func (f *File) SetDeadline(t time.Time) error {
 	if !f.life.setDeadline(t) {
 		return f.closedErr("setdeadline")

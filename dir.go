@@ -347,10 +347,19 @@ func (d *Dir) abandonAhead() {
 	d.ahead = nil
 }
 
-// Close closes the directory handle, ending any read in progress. A second Close
-// returns an error matching fs.ErrClosed.
+// Close closes the directory handle, ending any read in progress, and waits for the
+// server's answer until it comes or the connection dies. A second Close returns an
+// error matching fs.ErrClosed. CloseContext bounds the wait.
 func (d *Dir) Close() error {
 	return d.close(context.Background())
+}
+
+// CloseContext is Close with the wait for the server's answer bounded by ctx: when
+// ctx ends first it returns ctx's error (wrapped, matching errors.Is), the CLOSE
+// having gone out all the same, and the Dir is closed. A server that never answers a
+// CLOSE cannot hold it past ctx.
+func (d *Dir) CloseContext(ctx context.Context) error {
+	return d.close(ctx)
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched

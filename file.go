@@ -190,7 +190,28 @@ func (f *File) checkAccess(op string, write bool) error {
 
 // Close closes the remote handle. Transfers running in other goroutines end promptly
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
+//
+// Close waits for the server's answer to the CLOSE, which for a written file may be
+// the only report of a failed write, as long as the deadline set by SetDeadline
+// allows, and with none set until the server answers or the connection dies, as
+// os.File's Close does. Past the deadline it returns an error matching
+// os.ErrDeadlineExceeded; the CLOSE has gone out all the same, and the File is
+// closed. CloseContext bounds the wait by a ctx too.
 func (f *File) Close() error { return f.close(f.callCtx) }
+
+// CloseContext is Close with the wait for the server's answer bounded by ctx as well
+// as by the deadline: when ctx ends first it returns ctx's error (wrapped, matching
+// errors.Is), the CLOSE having gone out all the same, and the File is closed. A
+// server that never answers a CLOSE cannot hold it past ctx.
+func (f *File) CloseContext(ctx context.Context) error {
+	if f.callCtx != context.Background() {
+		// A File a call opened for its own use closes within that call's ctx too.
+		var stop context.CancelFunc
+		ctx, stop = joinCtx(ctx, f.callCtx)
+		defer stop()
+	}
+	return f.close(ctx)
+}
 
 // enter is the gate of f's handles (see hmu): every request that names one of them,
 // the File's own or a transfer's sibling, goes out while its sender holds hmu shared,

@@ -27,7 +27,11 @@ import (
 // stops caring about must still be closed, or the server keeps it for the session.
 // How long one is waited for: while the caller's ctx lasts; for a File's, while its
 // callCtx does (the call that opened it for itself, or none for a File its user
-// opened), siblings and batches included. An upload's CLOSE, which must land before
+// opened) and its deadline (SetDeadline) has not passed, siblings and batches
+// included; a transfer's siblings' also only while the File is open (siblingBound).
+// Close waits as long as that, CloseContext also no longer than its ctx. A reply not
+// waited for is dropped by the reader; the channel forgets it after a bound
+// (conn.forgotten). An upload's CLOSE, which must land before
 // its part file is cut, is waited for whole, alone once the Put's ctx has ended
 // (finishPut, through waitWithin: errors.go).
 //
@@ -65,8 +69,16 @@ func (c *conn) closeHandle(ctx context.Context, h string) error {
 }
 
 // close closes f: its life ends, so that transfers in other goroutines stop, it is
-// marked closed, and its CLOSE goes out; the reply is waited for while ctx lasts.
+// marked closed, and its CLOSE goes out; the reply is waited for while ctx lasts and
+// the deadline set by SetDeadline has not passed (past it the CLOSE still goes out).
 func (f *File) close(ctx context.Context) error {
+	// The deadline is read before the life ends: SetDeadline fails from then on, so
+	// it cannot move while the CLOSE is waited for.
+	if when, ok := f.life.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, when, errDeadline)
+		defer cancel()
+	}
 	f.life.end()
 	if !f.markClosed() {
 		return f.closedErr("close")

@@ -207,6 +207,14 @@ func (ls *lanes) forget(ids map[*lane][]uint32) {
 	drainReady(ls.ch, func(r response) bool { r.release(); return true })
 }
 
+// siblingBound is the ctx that bounds the waits for the CLOSEs of f's sibling handles
+// (finish, turnAway): the call's ctx (File.callCtx) and the File's life, which ends
+// when its deadline passes or it is closed. Not the transfer's own ctx, which for an
+// upload is its errgroup's, ended once the group is done.
+func (f *File) siblingBound() (context.Context, context.CancelFunc) {
+	return joinCtx(f.callCtx, f.life)
+}
+
 // finish stops the opener and closes every sibling handle, waiting for the replies:
 // a transfer leaves no handle open. It returns the first CLOSE failure, which matters
 // for uploads (a server may report a failed write only at close).
@@ -235,10 +243,11 @@ func (ls *lanes) finish() error {
 		waiting[id] = l.cn
 	}
 	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as the
-	// File's own CLOSE is (File.callCtx): for a Get or Put by its ctx, as a server that
+	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as every
+	// wait of the call is (siblingBound): for a Get, Put, ReadFile or WriteFile by its
+	// ctx, for a File's io methods by its deadline and its Close, as a server that
 	// never answers a CLOSE must not hold the call; otherwise the transfer returns
-	// with every handle closed.
+	// with every handle closed. The replies given up are dropped when they come.
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
@@ -250,6 +259,8 @@ func (ls *lanes) finish() error {
 		}
 		r.release()
 	}
+	bound, stop := ls.f.siblingBound()
+	defer stop()
 	for len(waiting) > 0 {
 		// Replies that are here count even once the call's ctx has ended.
 		drainReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
@@ -260,7 +271,7 @@ func (ls *lanes) finish() error {
 		case r := <-ls.ch:
 			collect(r)
 			continue
-		case <-ls.f.callCtx.Done():
+		case <-bound.Done():
 		}
 		forgetCloses(waiting)
 		break

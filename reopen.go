@@ -175,12 +175,14 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 }
 
 // turnAway closes the handle of a sibling the opener does not hand to the transfer,
-// waiting for the reply as finish waits for the siblings' (bounded by File.callCtx):
-// finish waits for the opener, so the transfer returns with every handle it opened
-// closed, those turned away included. A sibling whose proof was cut short by the end
-// of the transfer is one of them.
+// waiting for the reply as finish waits for the siblings' (siblingBound): finish
+// waits for the opener, so the transfer returns with every handle it opened closed,
+// those turned away included. A sibling whose proof was cut short by the end of the
+// transfer is one of them.
 func (ls *lanes) turnAway(l *lane) {
-	l.cn.closeHandle(ls.f.callCtx, l.handle)
+	bound, stop := ls.f.siblingBound()
+	defer stop()
+	l.cn.closeHandle(bound, l.handle)
 }
 
 // proveWritten reads the round's nonce through l's handle: true when it is there.
