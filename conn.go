@@ -55,8 +55,9 @@ func (r *response) release() {
 //     channel of capacity 1, a transfer one with capacity for all it keeps in flight), so
 //     the reader never blocks on a slow consumer;
 //   - a nil channel in pending marks a request whose waiter gave up: its late reply is
-//     dropped. A reply whose id is not in pending at all was never asked for, and is a
-//     protocol error;
+//     dropped. At most maxGivenUp are kept; older ones are forgotten, and a reply to
+//     one is dropped too (givenup.go). Any other reply whose id is not in pending was
+//     never asked for, and is a protocol error;
 //   - exactly one goroutine (writeLoop, connwrite.go) writes to w, whole packets in
 //     the order they were queued; a request enters pending under mu as its packet is
 //     queued, and leaves it again if its waiter gives up before the writer started it,
@@ -98,6 +99,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	pending map[uint32]waiter // guarded by mu; nil once failed
+	given   givenUpIDs        // guarded by mu: requests given up (givenup.go)
 	ws      writeState        // guarded by mu: the writer's queue (connwrite.go)
 
 	bg         sync.WaitGroup // goroutines started by background (waitWithin)
@@ -310,6 +312,7 @@ func (c *conn) dispatch(resp response) bool {
 		delete(c.pending, resp.id)
 	}
 	failed := c.pending == nil
+	ok = ok || !failed && c.forgottenLocked(resp.id) // a late reply: w.ch is nil
 	c.mu.Unlock()
 	ch := w.ch
 	switch {
@@ -502,7 +505,7 @@ func (cl call) abandon() {
 		if c.giveUpLocked(w.seq) {
 			delete(c.pending, cl.id) // it never went out: no reply will come
 		} else {
-			c.pending[cl.id] = waiter{seq: w.seq}
+			c.gaveUpLocked(cl.id, w.seq)
 		}
 		c.mu.Unlock()
 		c.replyChans.Put(cl.ch) // nothing will be sent on it any more
@@ -543,7 +546,7 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 		case c.giveUpLocked(w.seq):
 			delete(c.pending, id)
 		default:
-			c.pending[id] = waiter{seq: w.seq}
+			c.gaveUpLocked(id, w.seq)
 		}
 	}
 	return inTransit
