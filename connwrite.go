@@ -414,6 +414,21 @@ func (c *conn) givenUp() bool {
 	return c.ws.stalled
 }
 
+// lingers reports whether c's reader or writer is still running.
+func (c *conn) lingers() bool {
+	select {
+	case <-c.readerDone:
+	default:
+		return true
+	}
+	select {
+	case <-c.ws.writerDone:
+		return false
+	default:
+		return true
+	}
+}
+
 // isStalled reports whether err is a channel given up on a stalled Write.
 func isStalled(err error) bool {
 	var se *errWriteStalled

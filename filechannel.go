@@ -111,7 +111,7 @@ func inFlight(cn *conn) int {
 func (l *dataChannelOpener) open(c *Client, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.opening != nil || l.closed || c.chans.isRefused() {
+	if l.opening != nil || l.closed || c.chans.closedToNew() {
 		return
 	}
 	if l.ctx == nil {
