@@ -203,15 +203,7 @@ func (f *File) Close() error { return f.close(f.callCtx) }
 // as by the deadline: when ctx ends first it returns ctx's error (wrapped, matching
 // errors.Is), the CLOSE having gone out all the same, and the File is closed. A
 // server that never answers a CLOSE cannot hold it past ctx.
-func (f *File) CloseContext(ctx context.Context) error {
-	if f.callCtx != context.Background() {
-		// A File a call opened for its own use closes within that call's ctx too.
-		var stop context.CancelFunc
-		ctx, stop = joinCtx(ctx, f.callCtx)
-		defer stop()
-	}
-	return f.close(ctx)
-}
+func (f *File) CloseContext(ctx context.Context) error { return f.close(ctx) }
 
 // enter is the gate of f's handles (see hmu): every request that names one of them,
 // the File's own or a transfer's sibling, goes out while its sender holds hmu shared,
