@@ -11,7 +11,8 @@ import (
 
 // The memory account. What a call holds because of what the server sent (listed
 // entries with their names and attributes, extended pairs included, paths built from
-// names, glob matches, the frontier of a tree walk) is charged to one budget per call,
+// names, glob matches, the frontier of a tree walk, the failures a tree returns) is
+// charged to one budget per call,
 // from the decoded sizes, with the formulas below, as each page of a listing arrives
 // and before the next is asked for. Past the Client's limit (WithMemoryLimit) the
 // call fails with an error matching ErrListingTooLarge, never with a shortened result.
@@ -21,7 +22,9 @@ import (
 // What is not charged is bounded by the protocol instead: the one page being decoded
 // and turned into entries before its charge (at most pageInflation times a reply's
 // length, see decodeName), and the replies in flight (readAhead replies, each at most
-// the Client's reply length cap, 256 KiB by default).
+// the Client's reply length cap, 256 KiB by default), per listing under way. The data
+// of a tree's small files in flight has a bound of its own (smallBudget, smallCost),
+// and a server's text in an error is cut (maxStatusMessage).
 
 // defaultMemoryLimit is what one call may hold by default: low enough for a service
 // talking to many servers at once.
@@ -42,10 +45,11 @@ var ErrListingTooLarge = errors.New("sftp: the call would hold more memory than 
 // WithMemoryLimit sets the most memory one call may hold because of what the server
 // sent (default 64 MiB, at least 1 MiB): the entries of a whole listing (ReadDir,
 // Dir.ReadDir(n <= 0), the io/fs ReadDir), the listings and paths on a walk's current
-// path (WalkDir, Walk, RemoveAll), the matches of a Glob, and the frontier of a tree
-// transfer (Get, Put with Recursive). Each entry is charged its name, its attributes
-// with every extended pair, and the memory the structures holding them take, as
-// measured on 64-bit Go. A call that would pass the limit fails with an error
+// path (WalkDir, Walk, RemoveAll), the matches of a Glob, the frontier of a tree
+// transfer (Get, Put with Recursive) and the failures its *TreeError keeps (within a
+// quarter of the limit: past it they are counted, not kept). Each entry is charged
+// its name, its attributes with every extended pair, and the memory the structures
+// holding them take, as measured on 64-bit Go. A call that would pass the limit fails with an error
 // matching ErrListingTooLarge, except that a walk goes on through a directory too
 // large to hold whole by reading it a page at a time. Streaming listings (DirEntries,
 // Dir.ReadDir(n) with n > 0) hold one page at a time and are not limited by it.

@@ -64,8 +64,10 @@ type sshChannels struct {
 	stop     context.CancelFunc
 	dialing  chan struct{} // a token per dial under way (maxDialing)
 
+	base *sshLink // the caller's connection, once the main channel is open on it
+
 	mu       sync.Mutex
-	links    []*sshLink // links[0] is the caller's connection
+	links    []*sshLink // links[0] is the caller's connection until it is given up
 	perConn  int        // most channels on one connection; lowered when a server refuses
 	closed   bool
 	watchers sync.WaitGroup // one per dialled connection, until it is closed
@@ -81,26 +83,43 @@ type sshLink struct {
 	live     int           // channels open on it
 	full     bool          // the server refused a session on it
 	dead     bool
+
+	life  *lifeClock         // when it last showed life (keepalive.go); nil when off
+	alive *sshKeepalive      // its keepalive; nil when off
+	conns map[*conn]struct{} // the channels open on it, given up if it goes silent
 }
 
 func newSSHChannels(c *Client, base *ssh.Client) *sshChannels {
 	ready := make(chan struct{})
 	close(ready)
 	s := &sshChannels{c: c, dial: c.opts.dial, perConn: c.opts.channelsPerConn,
-		links: []*sshLink{{sc: base, ready: ready}}, dialing: make(chan struct{}, maxDialing)}
+		links: []*sshLink{newSSHLink(base, ready, c.opts.keepalive)}, dialing: make(chan struct{}, maxDialing)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
 
+// newSSHLink is a connection's entry, its life counted when the keepalive is on.
+func newSSHLink(sc *ssh.Client, ready chan struct{}, ka keepaliveSpec) *sshLink {
+	l := &sshLink{sc: sc, ready: ready, conns: map[*conn]struct{}{}}
+	if ka.interval > 0 {
+		l.life = newLifeClock()
+	}
+	return l
+}
+
 // first opens the main channel on the caller's connection, waiting for each reply so
-// that a server that refuses something says what.
+// that a server that refuses something says what, and starts the connection's
+// keepalive.
 func (s *sshChannels) first(ctx context.Context) (*conn, error) {
 	base := s.links[0]
-	cn, err := s.c.startSession(ctx, base.sc, true, nil)
+	cn, err := s.c.startSession(ctx, base.sc, base.life, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	base.channels, base.live = 1, 1
+	base.conns[cn] = struct{}{}
+	s.base = base
+	s.keepAlive(base)
 	// The main channel proved the subsystem (or command) starts: channels need not wait
 	// for its reply where the server is known to keep a session's order.
 	s.pipeline = inOrderSessions(base.sc.ServerVersion())
@@ -146,17 +165,20 @@ func (s *sshChannels) open(ctx context.Context) (*conn, error) {
 type channelTicket struct {
 	s     *sshChannels
 	l     *sshLink
-	live  bool // the channel opened
+	cn    *conn // the channel, once open
+	live  bool  // the channel opened
 	ended bool
 }
 
-// opened counts the channel as open on its connection, unless it has already ended (its
+// opened counts cn as open on its connection, unless it has already ended (its
 // channel may fail, and be closed, before the open returns).
-func (t *channelTicket) opened() {
+func (t *channelTicket) opened(cn *conn) {
 	t.s.mu.Lock()
 	if !t.ended {
 		t.live = true
 		t.l.live++
+		t.cn = cn
+		t.l.conns[cn] = struct{}{}
 	}
 	t.s.mu.Unlock()
 }
@@ -169,6 +191,7 @@ func (t *channelTicket) end() {
 		t.l.channels--
 		if t.live {
 			t.l.live--
+			delete(t.l.conns, t.cn)
 		}
 	}
 	t.s.mu.Unlock()
@@ -195,7 +218,8 @@ func (s *sshChannels) reserve(ctx context.Context) (*channelTicket, error) {
 			s.mu.Unlock()
 			return nil, errNoMoreSessions
 		}
-		l = &sshLink{ready: make(chan struct{}), owned: true}
+		l = newSSHLink(nil, make(chan struct{}), s.c.opts.keepalive)
+		l.owned = true
 		s.links = append(s.links, l)
 		dialNow = true
 	}
@@ -240,11 +264,14 @@ func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 		l.dead = true
 		s.remove(l)
 	} else {
+		s.keepAlive(l)
 		s.watchers.Add(1)
 		go func() {
 			defer s.watchers.Done()
 			sc.Wait()
 			s.drop(l)
+			l.alive.halt()
+			l.alive.wait(-1) // it ends with the connection
 		}()
 	}
 	close(l.ready)
@@ -276,9 +303,9 @@ func (s *sshChannels) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
 // session opens a channel on t's connection. The channel gives its place back when its
 // channel is closed.
 func (s *sshChannels) session(ctx context.Context, t *channelTicket) (*conn, error) {
-	cn, err := s.c.startSession(ctx, t.l.sc, !s.pipeline, t.end)
+	cn, err := s.c.startSession(ctx, t.l.sc, t.l.life, !s.pipeline, t.end)
 	if err == nil {
-		t.opened()
+		t.opened(cn)
 	}
 	return cn, err
 }
@@ -338,6 +365,7 @@ func (s *sshChannels) close() {
 	s.closed = true
 	var owned []*ssh.Client
 	for _, l := range s.links {
+		l.alive.halt()
 		if l.owned && l.sc != nil && !l.dead {
 			owned = append(owned, l.sc)
 		}
@@ -347,7 +375,11 @@ func (s *sshChannels) close() {
 	for _, sc := range owned {
 		sc.Close()
 	}
-	s.watchers.Wait()
+	s.watchers.Wait() // the dialled connections' keepalives too
+	if s.base != nil {
+		s.base.alive.halt() // it may have been given up, and left the links
+		s.base.alive.wait(s.c.main.stallGrace())
+	}
 }
 
 // startSession opens a session channel on sc, starts the SFTP server on it (the
@@ -355,7 +387,8 @@ func (s *sshChannels) close() {
 // INIT: the one way a Client gets a channel on an SSH connection, its main channel
 // and its data channels alike. x/crypto's channel calls take no ctx, so they run
 // under waitWithin: a session that opens after ctx has ended is closed. onClose, if
-// not nil, runs when the channel is closed.
+// not nil, runs when the channel is closed. life, if not nil, counts what the channel
+// reads as the connection's life (keepalive.go).
 //
 // With confirmed, each request waits for the server's answer, and the conn for
 // VERSION (newConn), so that a server that refuses something says what: the main
@@ -363,7 +396,7 @@ func (s *sshChannels) close() {
 // (inOrderSessions). Without, the main channel having shown that the server starts,
 // the requests and INIT go out back to back (startConn): should one fail after all,
 // the server closes the channel, and the channel fails with the reason it reads.
-func (c *Client) startSession(ctx context.Context, sc *ssh.Client, confirmed bool, onClose func()) (*conn, error) {
+func (c *Client) startSession(ctx context.Context, sc *ssh.Client, life *lifeClock, confirmed bool, onClose func()) (*conn, error) {
 	if err := ctxError(ctx, ""); err != nil {
 		return nil, err
 	}
@@ -395,6 +428,7 @@ func (c *Client) startSession(ctx context.Context, sc *ssh.Client, confirmed boo
 	if c.opts.wrapStreams != nil {
 		r, w = c.opts.wrapStreams(r, w)
 	}
+	r = life.reader(r) // what arrives shows the connection alive (keepalive.go)
 	// Closing the channel makes sshd close its side, which ends the reader's Read with
 	// EOF, so Close can wait for the reader.
 	closer := ch.Close

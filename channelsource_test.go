@@ -34,9 +34,11 @@ type testDialer struct {
 	e    *stripeEnv
 	addr string // "" means the sshd itself
 
-	// started, when set, gets a token as each dial starts; gate, when set, holds
-	// each dial until it is closed (or, with honourCtx, until the dial's ctx ends).
+	// started, when set, gets a token as each dial starts, and finished as each
+	// ends; gate, when set, holds each dial until it is closed (or, with honourCtx,
+	// until the dial's ctx ends).
 	started   chan struct{}
+	finished  chan struct{}
 	gate      chan struct{}
 	honourCtx bool
 
@@ -47,6 +49,9 @@ type testDialer struct {
 func (d *testDialer) dial(ctx context.Context) (*ssh.Client, error) {
 	if d.started != nil {
 		d.started <- struct{}{}
+	}
+	if d.finished != nil {
+		defer func() { d.finished <- struct{}{} }()
 	}
 	if d.gate != nil {
 		if d.honourCtx {
@@ -221,7 +226,8 @@ func TestCloseDuringDialRampUp(t *testing.T) {
 		t.Run(fmt.Sprintf("honourCtx=%v", honourCtx), func(t *testing.T) {
 			e := newStripeEnv(t, 1)
 			ignore := goleak.IgnoreCurrent() // sshd's watcher stays until cleanup
-			d := &testDialer{e: e, started: make(chan struct{}, 8), gate: make(chan struct{}), honourCtx: honourCtx}
+			d := &testDialer{e: e, started: make(chan struct{}, 8), finished: make(chan struct{}, 8),
+				gate: make(chan struct{}), honourCtx: honourCtx}
 			c, base := e.dialerClient(t, d, WithChannels(4))
 			name := e.file(t, "down", randBytes(stripeSize, 36))
 			ctx := testCtx(t)
@@ -246,6 +252,11 @@ func TestCloseDuringDialRampUp(t *testing.T) {
 				t.Fatal("the transfer did not end after Close")
 			}
 			_ = f.Close()
+			// The transfer has ended, and with it the lane opener that dials: every
+			// dial that will ever start has. The Client does not wait for a dial it
+			// gave up on (waitWithin): wait for each here, so that what it made is
+			// in dialled and its goroutines have ended.
+			await(t, d.finished, 1+len(d.started), "the dials to end")
 			for _, sc := range d.dialled() {
 				requireSSHClosed(t, sc)
 			}

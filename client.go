@@ -30,6 +30,10 @@ type options struct {
 	channels     int
 	stripeMinRTT time.Duration
 	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// span and stripeFrom, when not 0, stand for maxSpan and stripeMin: tests lower
+	// them, so that transfers of a few MiB do what large ones do.
+	span       int64
+	stripeFrom int64
 	// beforeSiblingOpen, when set, runs before a transfer opens its file on another
 	// lane (tests swap the file there).
 	beforeSiblingOpen func(name string)
@@ -47,6 +51,14 @@ type options struct {
 	command   string      // run instead of a subsystem when not ""
 	env       [][2]string // name, value: sent before the subsystem or command
 	stderr    io.Writer   // receives the server's standard error; nil discards it
+
+	hashCommand bool // WithHashCommand: Hash may run sha256sum and the like (hashcmd.go)
+
+	keepalive     keepaliveSpec // WithKeepalive (keepalive.go)
+	sftpKeepalive time.Duration // WithSFTPKeepalive; 0: off
+	// keepaliveAnswered, when set, runs each time a keepalive is answered (tests
+	// count them: they are the clock a test of a slow reply waits on).
+	keepaliveAnswered func()
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -251,6 +263,16 @@ type Client struct {
 	// the server writes out of order and later rounds write their nonce at once
 	// (reopen.go).
 	knownReadWrite atomic.Bool
+	// hashes is what the Client has learned of how the server hashes files (hash.go).
+	hashes hashMeans
+
+	// partEnds counts the ends of failed uploads under way, which Close lets finish
+	// (partcut.go).
+	partEnds partEnds
+
+	// sftpAlive sends WithSFTPKeepalive's requests, and is a pipe's keepalive
+	// (keepalive.go); nil when off. The SSH connections' keepalives are the source's.
+	sftpAlive *sftpKeepalive
 
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
@@ -279,6 +301,7 @@ func NewClient(ctx context.Context, sshConn *ssh.Client, opts ...Option) (*Clien
 		src.close()
 		return nil, err
 	}
+	c.sftpAlive = startSFTPKeepalive(main, c.opts.sftpKeepalive, keepaliveSpec{}, nil, c.opts.keepaliveAnswered)
 	return c, nil
 }
 
@@ -294,26 +317,36 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 		return nil, err
 	}
 	closer, closable := pipeCloser(r, w)
-	main, err := newConn(ctx, r, w, closer, closable, &c.dataPool)
+	// A pipe has no SSH layer: its keepalive is an SFTP request, judged against what
+	// the channel reads (keepalive.go). Only when asked for.
+	var judge keepaliveSpec
+	var life *lifeClock
+	if ka := c.opts.keepalive; ka.set && ka.interval > 0 {
+		judge, life = ka, newLifeClock()
+	}
+	main, err := newConn(ctx, life.reader(r), w, closer, closable, &c.dataPool)
 	if err != nil {
 		return nil, err
 	}
 	if c.opts.openPipe == nil {
 		c.opts.channels = 1
-		return c.start(ctx, main)
+	} else {
+		c.source = newPipeChannels(c)
 	}
-	src := newPipeChannels(c)
-	c.source = src
 	if _, err := c.start(ctx, main); err != nil {
-		src.close()
+		if c.source != nil {
+			c.source.close()
+		}
 		return nil, err
 	}
+	c.sftpAlive = startSFTPKeepalive(main, c.opts.sftpKeepalive, judge, life, c.opts.keepaliveAnswered)
 	return c, nil
 }
 
 func newClient(opts []Option) (*Client, error) {
 	c := &Client{opts: options{channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
-		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit}}
+		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit,
+		keepalive: keepaliveSpec{interval: defaultKeepaliveInterval, count: defaultKeepaliveCount}}}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -393,8 +426,19 @@ func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 // Close closes every SFTP channel of the Client, and the SSH connections it dialled
 // (WithDialer) or the pipes it opened (WithPipeOpener). Calls in flight fail with an
 // error that matches net.ErrClosed. Close is idempotent.
+//
+// First, Close lets the ends of failed uploads that went on in the background after
+// their call returned (a Put whose ctx ended: the cut of its part file, which keeps
+// the part resumable from its end, and the CLOSE of its handles) finish, waiting for
+// them at most 2 s plus four round trips, what a healthy server needs; past that
+// they are cut off, and the part is resumed from 64 MiB before its end (see Resume).
+// Other work in the background (the CLOSE of a handle nobody waits for) is not
+// waited for. So a program that cancels its transfers on an interrupt and then closes
+// its Client leaves its part files cut and marked, at the cost of that wait at most.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.partEnds.wait(c.main.stallGrace())
+		c.sftpAlive.halt()
 		c.dataOpener.stop()
 		c.chans.closeAll()
 		if c.source != nil {

@@ -33,7 +33,9 @@
 //   - io/fs: FS and DirFS give an fs.FS rooted at the start directory or at any
 //     remote directory, for fs.WalkDir, fs.Glob, os.CopyFS, template.ParseFS and the rest;
 //   - on the server alone: Copy (copy-data), UserGroupNames (owner names);
-//   - liveness: Done and Err report that the connection died without a call.
+//   - liveness: Done and Err report that the connection died without a call; the
+//     keepalive (WithKeepalive, on by default) turns a link gone silent into a dead
+//     connection within about 30 s, so that no call waits on it for ever.
 //
 // # Coming from pkg/sftp
 //
@@ -65,7 +67,8 @@
 // A *File or *Dir outlives the ctx of the call that opened it: Open's ctx governs only
 // the open. Its I/O (Read, Write, io.Copy through it) waits as long as the server
 // takes, and ends when the File is closed (from any goroutine: transfers in progress
-// stop with an error matching fs.ErrClosed) or the connection dies. To bound File I/O
+// stop with an error matching fs.ErrClosed) or the connection dies (a silent one is
+// given up by the keepalive, see WithKeepalive). To bound File I/O
 // in time, set a deadline with File.SetDeadline: a wait past it fails with an error
 // matching os.ErrDeadlineExceeded, as with os.File. A Dir
 // takes a ctx per read (Dir.ReadDirContext). The io/fs views take no context at all;
@@ -117,8 +120,9 @@
 //     due is a *StatusError with Code StatusOK; an EOF where no end exists, one with
 //     Code StatusEOF, never io.EOF.
 //   - a sharper error where SFTP v3 says only FAILURE and the client can find out
-//     more: Mkdir of a path that exists matches fs.ErrExist; Remove of a directory
-//     that is not empty matches syscall.ENOTEMPTY. Both still match the *StatusError.
+//     more: Mkdir of a path that exists, and OpenFile with os.O_CREATE|os.O_EXCL of
+//     one, match fs.ErrExist; Remove of a directory that is not empty matches
+//     syscall.ENOTEMPTY. Each still matches the *StatusError.
 //   - errors.ErrUnsupported for an extension the server does not offer (StatVFS, Link,
 //     Lchtimes, Copy, UserGroupNames, File.Sync), with nothing sent.
 //   - syscall.EBADF for a read of a File opened write-only (Create) or a write of one

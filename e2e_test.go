@@ -131,8 +131,12 @@ func buildSluice(t *testing.T) *e2eSluice {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "sluice")
-	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/sluice").CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/sluice: %s", out)
+	// cmd/sluice is its own module (its replace directive points back at this one), so
+	// it is built from its own directory.
+	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, ".")
+	build.Dir = filepath.Join("cmd", "sluice")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build in cmd/sluice: %s", out)
 	return &e2eSluice{bin: bin, home: t.TempDir()}
 }
 

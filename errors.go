@@ -48,7 +48,7 @@ func (c StatusCode) String() string { return sshfx.Status(c).String() }
 // os.IsNotExist and == worked there.)
 type StatusError struct {
 	Code    StatusCode
-	Message string // for people; may be empty
+	Message string // for people; may be empty; the server's first 1 KiB, then how long it was
 	Lang    string
 }
 

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,15 @@ type File struct {
 	// copy): each then keeps a share of the window, so memory stays bounded by a few
 	// windows however many files are in flight.
 	share int
+	// onAcked, set by a Put that reports progress, is called by the write engine with
+	// each advance of the acknowledged prefix (write.go): progress counts what the
+	// server confirmed, not what was handed to the channel.
+	onAcked func(n int64)
+	// siblings is how the sibling lanes of the File's last upload ended, for the cut
+	// of a failed upload's part (partcut.go). Atomic: WriteAt and ReadFrom may run
+	// on one File from several goroutines, each ending its own lanes.
+	siblings atomic.Pointer[siblingEnd]
+
 	// life ends when Close is called, and for the moment while the deadline has
 	// passed (SetDeadline): the io methods, which take no ctx, wait on it (see
 	// errors.go, "where ctx ends a wait"), so a transfer in another goroutine stops
@@ -84,9 +94,18 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // ReadFrom. No request is sent for them. Attribute changes (Truncate, Chmod, Chown,
 // Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
 // does for ftruncate and fchmod.
+//
+// With os.O_CREATE|os.O_EXCL, a name that exists already (a file, a directory, a link
+// even to nothing) fails the open with an error matching fs.ErrExist, as os.OpenFile's
+// does: servers answer only FAILURE there, so after a FAILURE OpenFile asks with Lstat
+// (one more round trip, on that failure only). Some servers do not honour O_EXCL at
+// all (rclone's opens the existing file; see docs/servers.md).
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see filechannel.go
 	if err != nil {
+		if exclusiveCreate(flag) {
+			err = c.existError(ctx, name, err)
+		}
 		return nil, pathErr("open", name, err)
 	}
 	return f, nil
@@ -440,6 +459,15 @@ type readerFunc func([]byte) (int, error)
 
 func (r readerFunc) Read(p []byte) (int, error) { return r(p) }
 
+// readerAt is f as an io.ReaderAt whose reads wait while ctx lasts.
+func (f *File) readerAt(ctx context.Context) io.ReaderAt {
+	return readerAtFunc(func(p []byte, off int64) (int, error) { return f.readAt(ctx, p, off) })
+}
+
+type readerAtFunc func([]byte, int64) (int, error)
+
+func (r readerAtFunc) ReadAt(p []byte, off int64) (int, error) { return r(p, off) }
+
 // Write writes p at the file offset (at the end for files opened with O_APPEND) with
 // many requests in flight.
 func (f *File) Write(p []byte) (int, error) {
@@ -449,7 +477,7 @@ func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	n, err := f.writeAt(f.life, p, f.offset)
+	n, err := f.writeAt(f.life, "write", p, f.offset)
 	f.offset += int64(n)
 	return n, err
 }
@@ -469,25 +497,26 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	f.dropReadAhead()
 	f.mu.Unlock()
-	return f.writeAt(f.life, p, off)
+	return f.writeAt(f.life, "writeat", p, off)
 }
 
-// writeAt writes p at off while ctx lasts.
-func (f *File) writeAt(ctx context.Context, p []byte, off int64) (int, error) {
+// writeAt writes p at off while ctx lasts; its errors name op, the caller's entry
+// point.
+func (f *File) writeAt(ctx context.Context, op string, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if len(p) <= f.c.limits.MaxWrite {
-		return f.writeOne(ctx, p, off)
+		return f.writeOne(ctx, op, p, off)
 	}
-	ws := f.newWriteStream(ctx, off)
+	ws := f.newWriteStream(ctx, op, off)
 	n, err := ws.copyFrom(bytes.NewReader(p))
 	return int(n), err
 }
 
 // writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
 // goroutines would cost more than they save for one request.
-func (f *File) writeOne(ctx context.Context, p []byte, off int64) (int, error) {
+func (f *File) writeOne(ctx context.Context, op string, p []byte, off int64) (int, error) {
 	// The buffer goes back to the pool once both this call and the channel's writer
 	// are done with it: a call that gives up may leave its WRITE mid-Write.
 	pp := &pooledPacket{bp: f.c.dataBuf(), pool: &f.c.dataPool}
@@ -497,15 +526,15 @@ func (f *File) writeOne(ctx context.Context, p []byte, off int64) (int, error) {
 	pkt, err := writePacket(*pp.bp, f.cn.newID(), f.handle, off, len(p))
 	if err != nil {
 		pp.writeDone() // the writer's share: it never gets the packet
-		return 0, f.err("write", err)
+		return 0, f.err(op, err)
 	}
 	if err := f.enter(pp); err != nil {
-		return 0, f.err("write", err)
+		return 0, f.err(op, err)
 	}
 	cl := f.cn.start(ctx, pkt, pp) // the writer lets go of pp
 	f.hmu.RUnlock()
 	if err := cl.take(ctx, status("WRITE")); err != nil {
-		return 0, f.err("write", err)
+		return 0, f.err(op, err)
 	}
 	return len(p), nil
 }
@@ -525,7 +554,7 @@ func (f *File) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	ws := f.newWriteStream(ctx, f.offset)
+	ws := f.newWriteStream(ctx, "readfrom", f.offset)
 	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
 	f.offset += n
 	return n, err

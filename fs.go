@@ -88,10 +88,7 @@ func (f *remoteFS) remote(op, name string) (string, error) {
 	case f.root == "":
 		// A leading "~" is a plain character in an fs name, but some servers expand
 		// it as a home directory; "./" keeps it literal everywhere.
-		if strings.HasPrefix(name, "~") {
-			return "./" + name, nil
-		}
-		return name, nil
+		return literalPath(name), nil
 	case name == ".":
 		return f.root, nil
 	case f.root == "/":

@@ -33,6 +33,13 @@ type transferOptions struct {
 
 	skipUnchanged bool
 	stopOnError   bool // a tree stops at its first failure (StopOnError)
+	// verify checks each file end to end (Verify), with verifyAlg or, when it is "",
+	// the Client's choice; sameContent makes SkipUnchanged compare hashes (verify.go).
+	verify      bool
+	verifyAlg   HashAlgorithm
+	sameContent bool
+	// skipFile is SkipFiles' predicate; nil without.
+	skipFile func(src string, fi fs.FileInfo) bool
 	// smallParallel is how many small files a tree keeps in flight; parallel bounds
 	// the others among them.
 	smallParallel int
@@ -40,6 +47,8 @@ type transferOptions struct {
 	// afterPartLstat, set by tests only, runs between Resume's LSTAT of a remote part
 	// file and its OPEN: where a third party could swap the part.
 	afterPartLstat func(part string)
+
+	journal *Journal // KeepJournal's; nil without
 }
 
 // TransferOption configures Get and Put. Each checks its value, so a bad one fails the
@@ -80,21 +89,58 @@ func Recursive() TransferOption {
 
 // Resume continues transfers that an earlier call left unfinished. Each file is
 // written under a part name first (".<name>.sluice-part" beside a remote destination,
-// "<name>.sluice-part" for a local one); with Resume, an existing part file is taken to
-// hold the source's first bytes and the transfer continues from its size. Only the part
-// file counts: a destination already present under its final name is copied again and
-// replaced. A part file larger than the source, or one that is not a regular file (a
-// link, say: it is never followed), is an error.
+// "<name>.sluice-part" for a local one); with Resume, an existing part file is
+// continued from the point below which it is proven to hold the source's bytes, and
+// only the rest is sent. Only the part file counts: a destination already present
+// under its final name is copied again and replaced. A part file larger than the
+// source, or one that is not a regular file (a link, say: it is never followed), is
+// an error.
 //
-// A part file is reopened by name after it was looked at, so the file opened is checked
-// to be the one looked at before anything is written to it. A local part (Get) must be
-// the same file (os.SameFile); it is not compared with the source. A remote part (Put)
-// is opened for reading and writing, its attributes read through the handle must be
-// those its LSTAT showed, and its last bytes (up to one READ) must be the source's bytes
-// at those offsets; a part that fails either check is replaced and the upload starts
-// over. A server that refuses to open a file for reading and writing (some do) cannot be
-// checked: Put with Resume fails there when a part file exists (remove it, or upload
-// without Resume).
+// What Resume proves. A transfer of this package writes at most 64 MiB (W) out of
+// order: nothing lands 64 MiB or more past a prefix known written (acknowledged by the
+// server, for Put; written to the local file, for Get), whatever the options and
+// whatever stops it: its ctx, Client.Close, a lost connection, the process killed.
+// So a part file of S bytes this package left holds the source's bytes everywhere
+// below S-W, after any number of stops and resumes, and Resume continues from there
+// (from the start when S is W or less): a stop costs at most W sent again.
+//
+// A transfer that stops while the program runs also cuts its part to the known prefix
+// (a Get's locally; a Put's through its open handle, never by name, and only while
+// that handle is open), and once nothing of it can land any more, marks the part as
+// cut (its modification time set to one no clock shows, 2101-03-04T05:06:08Z): then
+// Resume continues from the part's end, and a stop costs nothing sent again. That is
+// every stop of a Get but the process killed, and a Put stopped by its ctx or by a
+// failure the server reported (the cut runs in the background once the ctx has
+// ended; Client.Close waits for it a little, see Close); a Put whose connection is
+// lost cannot cut its part (KeepJournal carries what it knew to the next call in the
+// same process). Any write to a marked part takes the mark away (a run of this
+// package that continues it does so before its first write), and a server that
+// ignores or refuses times in SETSTAT keeps none: then Resume goes back W.
+//
+// Before anything is written, the part is checked: it must be the file that was looked
+// at (a local part, os.SameFile; a remote one, opened for reading and writing, its
+// attributes read through the handle those its LSTAT showed), and its bytes just
+// before the resume point (up to one READ) must be the source's there (for Put, the
+// local file's; for Get, the remote file's). A part that fails a check is replaced and
+// the transfer starts over. A server that refuses to open a file for reading and
+// writing (some do) cannot be checked: Put with Resume fails there when a part file
+// exists that could be continued (remove it, or upload without Resume).
+//
+// What Resume cannot prove, and so takes on trust:
+//   - that a part file was left by this package, and by a build of it that bounded
+//     its writes: another program's part, or an older build's, may have holes
+//     anywhere below its size, which the check at the resume point does not see, and
+//     another program could set the mark on a part it did not cut;
+//   - that the source did not change between the runs elsewhere than where the check
+//     looks: the copy would mix old and new bytes;
+//   - that the part survived a crash of the machine that holds it (power lost, a
+//     kernel panic; not a process killed, which loses nothing written): writes the
+//     system had not put on stable storage are lost, anywhere in the file, while its
+//     size may still cover them. Fsync does not change that for a part: it flushes a
+//     file only once complete. A server that acknowledges WRITEs it has not stored
+//     (and loses them) is the same case.
+//
+// Comparing a checksum of the copy with the source's is what catches these.
 func Resume() TransferOption {
 	return func(o *transferOptions) error { o.resume = true; return nil }
 }
@@ -123,6 +169,14 @@ func Preserve() TransferOption {
 // Fsync flushes each file to stable storage before it is renamed into place: with
 // fsync@openssh.com for Put (a server without it fails the Put before anything moves)
 // and fsync(2) for Get. The rename itself is not flushed.
+//
+// What holds after a crash of the machine that holds the copy (power lost, a kernel
+// panic), which loses the writes the system had not yet stored: with Fsync, a file
+// renamed into place holds the whole source, or the rename was lost and its part file
+// is left whole, for Resume to finish; without Fsync, even a file renamed into place
+// may have lost writes (a file system may store the rename before the data). Either
+// way a part file of a transfer the crash interrupted was never flushed and may have
+// lost writes anywhere below its size, which Resume cannot see (see Resume).
 func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
@@ -192,6 +246,11 @@ type getPutCall struct {
 	rootDir *Dir
 	// tree is the tree transfer this call runs, if it is one.
 	tree *treeRun
+	// discardPart is set when the source cannot continue a part file (a PutReader
+	// of a plain stream): a failed upload removes its part, whatever it holds.
+	discardPart bool
+	// check is the algorithm Verify uses for this call's files (verify.go).
+	check callCheck
 }
 
 func (c *Client) newCall(ctx context.Context, opts []TransferOption) (*getPutCall, error) {
@@ -267,6 +326,9 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 		defer t.local.close()
 		return t.getTree(remote, fi)
 	}
+	if t.skipped(remote, fi) {
+		return nil
+	}
 	t.rep.plan(remoteSize(fi))
 	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
 		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
@@ -320,27 +382,42 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 		return t.putTree(local, remote, fi, root)
 	case !fi.Mode().IsRegular():
 		return pathErr("put", local, errNotRegular)
+	case t.skipped(local, fi):
+		return nil
 	}
 	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
 }
 
 // putFileTo copies the local file ls to remote, the copy's name.
 func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote string) error {
-	// Lstat: a link at remote is replaced by the copy, as in a tree.
-	rfi, err := t.c.Lstat(ctx, remote)
-	switch {
-	case err == nil && rfi.IsDir():
-		return pathErr("put", remote, errIsDirectory)
-	case err == nil && rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
-		return pathErr("put", remote, errRemoteFIFO)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	device, err := t.lookRemoteDest(ctx, remote)
+	if err != nil {
 		return err
 	}
 	t.rep.plan(ls.info.Size())
-	if err == nil && rfi.Mode()&fs.ModeDevice != 0 {
+	if device {
 		return t.putInPlace(ctx, ls, remote)
 	}
 	return t.putFile(ctx, ls, remote)
+}
+
+// lookRemoteDest looks at remote, the name the copy of one file takes, before an
+// upload: an existing directory, FIFO or socket there is refused, and device reports
+// an existing device, which is written in place. Lstat: a link at remote is replaced
+// by the copy, as in a tree.
+func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device bool, err error) {
+	rfi, err := t.c.Lstat(ctx, remote)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case rfi.IsDir():
+		return false, pathErr("put", remote, errIsDirectory)
+	case rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
+		return false, pathErr("put", remote, errRemoteFIFO)
+	}
+	return rfi.Mode()&fs.ModeDevice != 0, nil
 }
 
 // openRemote opens a remote file for a transfer that stop may end. The OPEN itself
@@ -369,7 +446,7 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 // local destination's root.
 func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInfo) (err error) {
 	size := remoteSize(fi)
-	if t.o.skipUnchanged && t.local.unchangedLocal(dst, fi) {
+	if t.o.skipUnchanged && t.unchangedGet(ctx, src, dst, fi) {
 		t.rep.skip(src, dst, size)
 		return nil
 	}
@@ -377,7 +454,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	var off int64
 	var resumed fs.FileInfo // the part file to continue, if any
 	if t.o.resume {
-		if off, resumed, err = t.local.resumePoint(part, size); err != nil {
+		if off, resumed, err = t.resumePoint(part, size); err != nil {
 			return err
 		}
 	}
@@ -386,28 +463,50 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		return err
 	}
 	var lf *os.File
+	perm := createPerm(fi.Mode(), remoteHasPerm(fi))
 	if resumed != nil {
-		lf, err = t.local.reopenPart(part, resumed)
+		lf, off, err = t.reopenLocalPart(ctx, f, part, resumed, off, perm)
 	} else {
-		lf, err = t.local.createPart(part, createPerm(fi.Mode(), remoteHasPerm(fi)))
+		lf, err = t.local.createPart(part, perm)
 	}
 	if err != nil {
 		f.Close()
 		return err
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
-	defer func() { p.end(err) }()
-	n, err := t.download(ctx, f, src, lf, off, size, p)
+	defer func() { p.end(ctx, err) }()
+	chk, err := t.startGetCheck(ctx, src, part, lf, off)
+	if err != nil {
+		f.Close()
+		lf.Close()
+		return err
+	}
+	defer chk.stop()
+	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
 		err = ctxError(ctx, "")
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
 	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
+	}
 	if err != nil {
-		lf.Close()
-		if off == 0 && n == 0 {
+		var ve *VerifyError
+		switch {
+		case chk.nothingToKeep(off+n, err):
+			lf.Close()
 			t.local.remove(part)
+		case errors.As(err, &ve):
+			// Kept for the caller to look at, never to be continued: no mark.
+			lf.Close()
+		default:
+			// Every writer has ended: the part is cut to what they wrote, and marked
+			// for Resume to continue from its end (resumemark.go). A part closed
+			// already (finishLocal failed) is left as it is, unmarked.
+			markLocalPart(lf, off+n)
+			lf.Close()
 		}
 		return err
 	}
@@ -416,11 +515,11 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 
 // download moves the data of f (opened on src, listed as size bytes) into lf from off,
 // by the two round trips of a small file or by the engine, and closes f.
-func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress) (n int64, err error) {
+func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.File, off, size int64, p *fileProgress, chk *fileCheck) (n int64, err error) {
 	if off == 0 && t.smallGet(size) {
-		return t.getSmall(ctx, f, src, lf, size, p) // closes f
+		return t.getSmall(ctx, f, src, lf, size, p, chk) // closes f
 	}
-	n, err = receive(ctx, f, lf, off, p)
+	n, err = receive(ctx, f, lf, off, p, chk)
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
 	// that matters to data already received.
 	f.Close()
@@ -431,7 +530,8 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 // each piece at its offset as it arrives and reports n, the bytes received in one run
 // from off: pieces past them may be in lf (a failure, or a server that contradicted
 // itself), so lf is cut to off+n on every outcome. Resume trusts a part file's size.
-func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgress) (int64, error) {
+// With Verify, chk hashes what is received.
+func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -440,11 +540,11 @@ func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgre
 			return 0, err
 		}
 	}
-	var w io.Writer = lf
+	var w localFile = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.writeTo(ctx, w)
+	n, err := f.writeTo(ctx, chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -480,7 +580,7 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 // putFile copies the local regular file src to the remote path dst.
 func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
 	src, fi := ls.path, ls.info
-	if t.o.skipUnchanged && t.unchangedRemote(ctx, dst, fi) {
+	if t.o.skipUnchanged && t.unchangedPut(ctx, ls, dst) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
@@ -490,6 +590,9 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 	}
 	defer lf.Close()
 	part := remotePart(dst)
+	if err := t.c.partEnds.awaitPart(ctx, part); err != nil {
+		return err // an earlier upload's end, in the background, is still at it
+	}
 	var off int64
 	var f *File
 	if t.o.resume {
@@ -503,35 +606,53 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 		}
 	}
 	p := t.rep.start(src, dst, off, fi.Size())
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
 	var n int64
-	// A ctx that ended already (say from a progress callback) sends nothing.
-	if err = ctxError(ctx, ""); err == nil {
-		var data []byte
+	var chk *fileCheck
+	if chk, err = t.startCheck(ctx, lf, off); err == nil {
+		// A ctx that ended already (say from a progress callback) sends nothing.
+		err = ctxError(ctx, "")
+	}
+	if err == nil {
+		var framed []byte
 		var small bool
-		if data, small, err = t.smallUpload(lf, fi, off); small {
-			return t.putSmall(ctx, f, part, dst, data, fi, p) // closes f
+		if framed, small, err = t.smallUpload(lf, fi, off); small {
+			chk.hashData(framed[dataOff:])
+			return t.putSmall(ctx, f, part, dst, framed, fi, p, chk) // closes f
 		} else if err == nil {
-			err = t.sendFile(ctx, f, lf, fi, off, p, &n)
+			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
 	}
 	// The server may report a failed write only now, when the file is closed. After
-	// a failure the part is cut to what was acknowledged, once the close is done (see
-	// keepPart), which is waited for in the background once ctx has ended.
-	return t.finishPut(ctx, f, part, dst, err, off+n, func() error { return f.close(context.Background()) })
+	// a failure the part is cut to what was acknowledged, through the handle, before
+	// the close (partcut.go).
+	return t.finishPut(ctx, f, part, dst, err, off+n, closeCutting(f, off+n), chk)
 }
 
 // finishPut ends an upload to part whose data phase ended with err, acked bytes known
-// to be on the server: closeFile closes f (its error wrapped as File's are), then on any
-// failure the part is cut to acked (keepPart), else it is renamed to dst. The close and
-// the cut are waited for only while the call's ctx lasts; then they finish in the
-// background, in that order.
-func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func() error) error {
+// to be on the server: closeFile closes f (its error wrapped as File's are; told
+// whether the upload failed, so it can cut the part first), then a failed upload's
+// part is removed if nothing of it is known written (removeUnproven), and a finished
+// one is renamed to dst once chk (with Verify) has found the server's hash of part to
+// be that of the bytes sent. The close and what follows are waited for only while the
+// call's ctx lasts; then they finish in the background, in that order.
+func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, err error, acked int64, closeFile func(failed bool) error, chk *fileCheck) error {
 	failed := err != nil
+	if failed {
+		var ns *noSpaceError
+		if err = t.explainFull(t.ctx, part, err); errors.As(err, &ns) {
+			acked = 0 // a part that cannot grow is removed (nospace.go)
+		}
+	}
+	t.c.partEnds.start(part) // Client.Close lets it finish (partcut.go)
 	_, ok, cerr := waitWithin(t.ctx, "", f.cn, func() (struct{}, error) {
-		cerr := closeFile()
-		if failed || cerr != nil {
-			t.keepPart(context.WithoutCancel(t.ctx), part, acked)
+		defer t.c.partEnds.done(part)
+		cerr := closeFile(failed)
+		if (failed || cerr != nil) && acked == 0 {
+			t.removeUnproven(context.WithoutCancel(t.ctx), part)
+		}
+		if journalled(cerr, acked) == 0 {
+			t.o.journal.forget(part) // after the record below, when this runs late
 		}
 		return struct{}{}, cerr
 	}, nil)
@@ -542,54 +663,62 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		err = cerr
 	}
 	if err != nil {
+		t.o.journal.record(part, journalled(cerr, acked))
 		return err
 	}
-	return t.c.Rename(ctx, part, dst)
+	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
+		return err
+	}
+	if err = t.c.Rename(ctx, part, dst); err != nil {
+		t.o.journal.record(part, acked) // the part is whole, unless renamed after all
+	} else {
+		t.o.journal.forget(part)
+	}
+	return err
 }
 
-// createRemotePart creates a part file for an upload. It is created exclusively, so
-// that a link someone left under the part name is never written through; one already
-// there (a file an earlier attempt left, or such a link) is removed and the create
-// tried once more. That costs round trips only when the name is taken.
+// journalled is what a Journal records for a failed upload whose CLOSE ended with
+// cerr, acked bytes known written: nothing when the server answered the CLOSE with a
+// failure, which may report a write it lost.
+func journalled(cerr error, acked int64) int64 {
+	var se *StatusError
+	if errors.As(cerr, &se) {
+		return 0
+	}
+	return acked
+}
+
+// createRemotePart creates the part file of an upload: the one way every upload
+// (Put's, a tree's, PutReader's) makes one. It is created exclusively, so that a link
+// someone left under the part name is never written through, and the handle it returns
+// is the upload's: every write, FSETSTAT and fsync goes through it, and the only later
+// requests that name the part are the proven reopens of striping and Resume and the
+// rename (see "Part files" in docs/design.md). A name already taken (a file an earlier
+// attempt left, or a co-tenant's link) is removed, never opened, and the exclusive
+// create tried once more. The removal is a plain REMOVE, which fails on a directory
+// (and in a sticky directory on another user's file): that stops the upload. It costs
+// round trips only when the name is taken. A server that fails the exclusive create
+// with nothing at the name fails the upload: no create that could follow a link is
+// ever sent instead.
 func (t *getPutCall) createRemotePart(ctx context.Context, part string, perm fs.FileMode) (*File, error) {
 	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	t.o.journal.forget(part) // what it held was about the part this one replaces
 	f, err := t.openRemote(ctx, part, flag, perm)
-	if err == nil || ctx.Err() != nil {
+	if !errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
 		return f, err
 	}
-	// Servers report an existing name with a generic failure, so ask. Only a file or
-	// a link is removed; anything else at the part name stops the upload.
-	fi, lerr := t.c.Lstat(ctx, part)
-	switch {
-	case errors.Is(lerr, fs.ErrNotExist):
-		// Nothing there, yet the exclusive create failed: a server that does not
-		// do EXCL, or a failure the plain create will report again.
-		return t.openRemote(ctx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	case lerr != nil || fi.IsDir():
-		return nil, err
-	}
-	if rerr := t.c.Remove(ctx, part); rerr != nil {
+	rerr := t.c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeRemove, id, part)
+	}, status("REMOVE"))
+	if rerr != nil {
 		return nil, err
 	}
 	return t.openRemote(ctx, part, flag, perm)
 }
 
-// keepPart leaves a failed upload's part file holding exactly its acknowledged
-// prefix, or removes it when that is empty. WRITEs given up on may still have landed,
-// out of order across striped channels, leaving a hole before data that Resume would
-// take as sent; the handle's close has let every such WRITE land, so cutting the file
-// now keeps only what is known to be there. Best effort.
-func (t *getPutCall) keepPart(ctx context.Context, part string, acked int64) {
-	if acked == 0 {
-		t.c.Remove(ctx, part)
-		return
-	}
-	t.c.Truncate(ctx, part, acked)
-}
-
 // sendFile writes lf from off into f, then sets metadata and syncs as asked; *n counts
-// the bytes the server acknowledged.
-func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64) error {
+// the bytes the server acknowledged. With Verify, chk hashes what is sent.
+func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.FileInfo, off int64, p *fileProgress, n *int64, chk *fileCheck) error {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return err
@@ -599,13 +728,16 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		}
 	}
 	// ReadFrom reads a local file with several goroutines (ReadAt) up to where it
-	// ends, whether it grew since it was listed or not, as cp would copy it.
-	var src io.Reader = lf
+	// ends, whether it grew since it was listed or not, as cp would copy it. Progress
+	// counts what the server acknowledged.
 	if p != nil {
-		src = &progressFile{f: lf, p: p}
+		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.readFrom(ctx, src); err != nil {
+	if *n, err = f.readFrom(ctx, chk.reader(lf)); err != nil {
+		return err
+	}
+	if err := chk.moved(off + *n); err != nil {
 		return err
 	}
 	if err := ctxError(ctx, ""); err != nil {

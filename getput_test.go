@@ -376,19 +376,6 @@ func TestGetPutTreeThroughLink(t *testing.T) {
 	require.Equal(t, want, listTree(t, filepath.Join(local, "back")))
 }
 
-func TestKeepPart(t *testing.T) {
-	c, _ := getPutClient(t, t.TempDir())
-	_, remote := gpDirs(t)
-	tr, err := c.newCall(testCtx(t), nil)
-	require.NoError(t, err)
-	part := filepath.Join(remote, ".p"+partSuffix)
-	gpWrite(t, part, gpData(1000, 14))
-	tr.keepPart(testCtx(t), part, 300)
-	require.Equal(t, gpData(1000, 14)[:300], gpRead(t, part))
-	tr.keepPart(testCtx(t), part, 0)
-	require.NoFileExists(t, part)
-}
-
 func TestGetPutTreeOntoFile(t *testing.T) {
 	c, _ := getPutClient(t, t.TempDir())
 	ctx := testCtx(t)
@@ -455,27 +442,31 @@ func TestGetPutPreserve(t *testing.T) {
 }
 
 func TestGetPutResume(t *testing.T) {
-	c, _ := getPutClient(t, t.TempDir())
+	c := resumeClient(t, t.TempDir())
 	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	const size, k = 1<<20 + 17, 300_001
 	data := gpData(size, 9)
 	src := filepath.Join(local, "src")
 	gpWrite(t, src, data)
-	// The part holds different bytes than the source's start, so the result shows
-	// whether the transfer continued from the part's end or started over.
+	// The part holds the source's bytes below the resume point and others above it:
+	// a transfer that continued from anywhere past the proven point, the part's end
+	// say, would leave them in the copy.
+	holed := slices.Clone(data[:k])
+	clear(holed[resumedFrom(k):])
+	// The part holds different bytes than the source's, so the result shows whether
+	// the transfer continued or started over.
 	stale := gpData(k, 10)
-	want := append(slices.Clone(stale), data[k:]...)
 
 	t.Run("put", func(t *testing.T) {
-		// A part holding the source's first bytes is continued.
+		// A part holding the source's first bytes is continued from the proven point.
 		part := filepath.Join(remote, ".dst"+partSuffix)
-		gpWrite(t, part, data[:k])
+		gpWrite(t, part, holed)
 		var ev events
 		require.NoError(t, c.Put(ctx, src, filepath.Join(remote, "dst"), Resume(), ev.opt()))
 		require.Equal(t, data, gpRead(t, filepath.Join(remote, "dst")))
 		require.NoFileExists(t, part)
-		require.Equal(t, int64(k), ev.list[0].Bytes)
+		require.Equal(t, resumedFrom(k), ev.list[0].Bytes)
 		ev.check(t, 1, size)
 	})
 	t.Run("put stale part", func(t *testing.T) {
@@ -490,15 +481,27 @@ func TestGetPutResume(t *testing.T) {
 		require.Zero(t, ev.list[0].Bytes)
 		ev.check(t, 1, size)
 	})
+	gpWrite(t, filepath.Join(remote, "g"), data)
 	t.Run("get", func(t *testing.T) {
-		gpWrite(t, filepath.Join(remote, "g"), data)
 		dst := filepath.Join(local, "g")
+		gpWrite(t, dst+partSuffix, holed)
+		var ev events
+		require.NoError(t, c.Get(ctx, filepath.Join(remote, "g"), dst, Resume(), ev.opt()))
+		require.Equal(t, data, gpRead(t, dst))
+		require.NoFileExists(t, dst+partSuffix)
+		require.Equal(t, resumedFrom(k), ev.list[0].Bytes)
+		ev.check(t, 1, size)
+	})
+	t.Run("get stale part", func(t *testing.T) {
+		// A part whose bytes at the resume point are not the remote file's (an older
+		// version of it, say) is replaced, and the download starts over.
+		dst := filepath.Join(local, "gstale")
 		gpWrite(t, dst+partSuffix, stale)
 		var ev events
 		require.NoError(t, c.Get(ctx, filepath.Join(remote, "g"), dst, Resume(), ev.opt()))
-		require.Equal(t, want, gpRead(t, dst))
+		require.Equal(t, data, gpRead(t, dst))
 		require.NoFileExists(t, dst+partSuffix)
-		require.Equal(t, int64(k), ev.list[0].Bytes)
+		require.Zero(t, ev.list[0].Bytes)
 		ev.check(t, 1, size)
 	})
 	t.Run("without resume the part is ignored", func(t *testing.T) {
@@ -534,14 +537,14 @@ func TestGetPutResume(t *testing.T) {
 		tree := filepath.Join(local, "rtree")
 		gpWrite(t, filepath.Join(tree, "a"), data)
 		gpWrite(t, filepath.Join(tree, "b", "c"), data)
-		gpWrite(t, filepath.Join(remote, "rtree", "b", ".c"+partSuffix), data[:k])
+		gpWrite(t, filepath.Join(remote, "rtree", "b", ".c"+partSuffix), holed)
 		var ev events
 		require.NoError(t, c.Put(ctx, tree, filepath.Join(remote, "rtree"), Recursive(), Resume(), ev.opt()))
 		require.Equal(t, data, gpRead(t, filepath.Join(remote, "rtree", "a")))
 		require.Equal(t, data, gpRead(t, filepath.Join(remote, "rtree", "b", "c")))
 		for _, p := range ev.list {
 			if p.Path == filepath.Join(tree, "b", "c") {
-				require.Equal(t, int64(k), p.Bytes, "the part was not continued")
+				require.Equal(t, resumedFrom(k), p.Bytes, "the part was not continued")
 				break
 			}
 		}
@@ -703,7 +706,10 @@ func TestGetPutCancel(t *testing.T) {
 // listing does not take for a finished file and Resume continues. StopOnError stops
 // at it instead and returns its failure alone.
 func TestPutTreeGoesOnPastAFailure(t *testing.T) {
-	c, pid := getPutClient(t, t.TempDir())
+	// W (maxSpan) below the files' size, so that Resume has a proven point in them.
+	const span = 16 << 10
+	c, srv := sftpServerClient(t, t.TempDir(), []Option{WithMaxPacket(span / 4), withSpan(span)})
+	pid := srv.pid
 	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	tree := filepath.Join(local, "tree")
@@ -743,7 +749,7 @@ func TestPutTreeGoesOnPastAFailure(t *testing.T) {
 	require.NoFileExists(t, part)
 	for _, p := range ev.list {
 		if p.Path == filepath.Join(tree, "f25") {
-			require.Equal(t, int64(40_000), p.Bytes, "the part was not continued")
+			require.Equal(t, int64(40_000-span), p.Bytes, "the part was not continued")
 			break
 		}
 	}

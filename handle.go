@@ -119,8 +119,10 @@ func unshared(build func(id uint32) []byte) encoder {
 // to back on f's channel, and returns their calls: the requests', in order, as many as
 // went out, and the CLOSE's. f is marked closed first, as Close does (see hmu), so
 // that no request can follow the CLOSE; Close called later returns fs.ErrClosed and
-// sends nothing. The requests go out while ctx lasts, the CLOSE whatever happens
-// (startClose, bounded by f.callCtx). An error means some requests did not go out.
+// sends nothing. The requests go out while ctx lasts, the CLOSE whatever happens; the
+// caller takes its reply, waiting as long as that CLOSE may be waited for (File.callCtx
+// for a read's, the whole of it for an upload's, see finishPut). An error means some
+// requests did not go out.
 // Each enc is called just before its request is sent, so consecutive requests may be
 // built in one buffer: a packet longer than copyMax is written from its buffer after
 // sendThenClose has returned, which its ref hears of (conn.start).
@@ -139,7 +141,7 @@ func (f *File) sendThenClose(ctx context.Context, encs []encoder) (calls []call,
 		}
 		calls = append(calls, cl)
 	}
-	return calls, cn.startClose(f.callCtx, f.handle), err
+	return calls, cn.startClose(context.Background(), f.handle), err
 }
 
 // sendClose closes d, sending its CLOSE, and returns the call that waits for the

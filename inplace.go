@@ -57,16 +57,26 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 		return err
 	}
 	p := t.rep.start(src, dst, 0, remoteSize(fi))
-	defer func() { p.end(err) }()
+	defer func() { p.end(ctx, err) }()
+	chk, err := t.startCheck(ctx, nil, 0)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	chk.askRemote(ctx, src)
+	defer chk.stop()
 	// Only Write, so the data comes in order: a FIFO or a terminal has no offsets.
 	var w io.Writer = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	_, err = f.writeTo(ctx, struct{ io.Writer }{w})
+	n, err := f.writeTo(ctx, struct{ io.Writer }{chk.writer(w)})
 	f.Close()
 	if cerr := ctxError(ctx, ""); cerr != nil {
 		return cerr // the write it interrupted says only that its deadline passed
+	}
+	if err == nil {
+		err = chk.verify(ctx, "get", src, src, "", n) // written already: only said
 	}
 	return err
 }
@@ -85,26 +95,33 @@ func writeWithin(ctx context.Context, lf *os.File) (unhook func(), err error) {
 // putInPlace copies the local file ls to the existing remote device dst: opened for
 // writing only (no create, no truncate) and written, never replaced. It is never
 // striped: another lane would open it again by name.
-func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) (err error) {
+func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) error {
 	lf, err := ls.open()
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
+	_, err = t.sendInPlace(ctx, lf, ls.path, ls.info.Size(), dst)
+	return err
+}
+
+// sendInPlace writes what src yields (size bytes, -1 when not known; from the source
+// named name, for progress) to the existing remote device dst, as putInPlace does,
+// and returns the bytes the server acknowledged.
+func (t *getPutCall) sendInPlace(ctx context.Context, r io.Reader, name string, size int64, dst string) (n int64, err error) {
 	f, err := t.openRemote(ctx, dst, os.O_WRONLY, 0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	f.append = true // not striped (see above); the offsets it sends are kept
-	p := t.rep.start(ls.path, dst, 0, ls.info.Size())
-	defer func() { p.end(err) }()
-	var src io.Reader = lf
+	p := t.rep.start(name, dst, 0, size)
+	defer func() { p.end(ctx, err) }()
 	if p != nil {
-		src = &progressFile{f: lf, p: p}
+		f.onAcked = p.add
 	}
-	_, err = f.readFrom(ctx, src)
+	n, err = f.readFrom(ctx, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return n, err
 }

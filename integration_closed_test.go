@@ -242,7 +242,7 @@ func TestIntegrationServerKilledDuringUpload(t *testing.T) {
 	within(t, func() { n, err = f.ReadFrom(onlyReader{r}) })
 	require.True(t, r.killed)
 	require.ErrorIs(t, err, net.ErrClosed)
-	requirePathErr(t, err, "write", "f")
+	requirePathErr(t, err, "readfrom", "f")
 	require.LessOrEqual(t, n, int64(r.sent), "only what the server can have acknowledged")
 	// What was reported written is on disk.
 	got := readLocal(t, filepath.Join(dir, "f"))

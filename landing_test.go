@@ -65,10 +65,13 @@ func TestSameCallTwiceTree(t *testing.T) {
 }
 
 // TestSameCallTwiceResume: a tree transfer interrupted in its large file leaves the
-// part file where the copy goes; the same call with Resume finds it and continues
-// from it.
+// part file where the copy goes, cut and marked (the stop was clean: resumemark.go);
+// the same call with Resume finds it and continues from its end.
 func TestSameCallTwiceResume(t *testing.T) {
-	c, _ := getPutClient(t, t.TempDir())
+	// W (maxSpan) well below the part an interrupted run leaves: continuing from the
+	// part's end, not from W before it, shows the mark was found.
+	const span = 1 << 20
+	c, _ := sftpServerClient(t, t.TempDir(), []Option{withSpan(span)})
 	ctx := testCtx(t)
 	local, remote := gpDirs(t)
 	src := filepath.Join(local, "src")
@@ -113,7 +116,8 @@ func TestSameCallTwiceResume(t *testing.T) {
 	part := gpRead(t, filepath.Join(up, "sub", ".big"+partSuffix))
 	require.NotEmpty(t, part)
 	require.Equal(t, big[:len(part)], part)
-	require.Equal(t, int64(len(part)), resumed(put), "the second Put did not continue the part file")
+	require.Greater(t, len(part), span, "the interrupted Put left too little to resume")
+	require.Equal(t, int64(len(part)), resumed(put), "the second Put did not continue the marked part from its end")
 	require.Equal(t, want, listTree(t, up))
 
 	back := filepath.Join(local, "back")
@@ -124,7 +128,8 @@ func TestSameCallTwiceResume(t *testing.T) {
 	part = gpRead(t, filepath.Join(back, "sub", "big"+partSuffix))
 	require.NotEmpty(t, part)
 	require.Equal(t, big[:len(part)], part)
-	require.Equal(t, int64(len(part)), resumed(get), "the second Get did not continue the part file")
+	require.Greater(t, len(part), span, "the interrupted Get left too little to resume")
+	require.Equal(t, int64(len(part)), resumed(get), "the second Get did not continue the marked part from its end")
 	require.Equal(t, want, listTree(t, back))
 	_, err := os.Stat(filepath.Join(back, "back"))
 	require.ErrorIs(t, err, os.ErrNotExist)

@@ -48,6 +48,7 @@ type lanes struct {
 	active int            // requests go to all[:active]; the rest stay open, idle
 	pflags sshfx.OpenFlag // how siblings are opened: READ, or READ|WRITE without CREAT/TRUNC
 	upload bool
+	lost   bool // an upload's sibling died with WRITEs that may still land (siblingEnd)
 
 	ctl    laneCtl
 	joins  chan *lane   // from the opener: new lanes, and nil when a round is done
@@ -78,6 +79,15 @@ func (f *File) newLanes(ctx context.Context, window int, pflags sshfx.OpenFlag, 
 // stripeMin is how large a transfer must be before it stripes: enough that the few
 // round trips of opening handles are paid back.
 const stripeMin = 8 << 20
+
+// minStripe is how large a transfer must be before it stripes: stripeMin (tests lower
+// it).
+func (c *Client) minStripe() int64 {
+	if c.opts.stripeFrom > 0 {
+		return c.opts.stripeFrom
+	}
+	return stripeMin
+}
 
 // canStripe reports whether this transfer may add lanes.
 func (ls *lanes) canStripe() bool {
@@ -177,8 +187,14 @@ func (ls *lanes) pick() *lane {
 // then drops l and asks again on the lanes left. The File's own lane, a protocol
 // violation or the transfer's own end are failures of the transfer.
 func (ls *lanes) survives(l *lane, err error) bool {
+	return l.sibling && channelLost(err) && ls.ctx.Err() == nil
+}
+
+// channelLost reports whether err is a request's failure with its channel (closed,
+// or its connection gone), not a server's answer nor a reply that broke the channel.
+func channelLost(err error) bool {
 	var pe *ProtocolError
-	return l.sibling && errors.Is(err, net.ErrClosed) && !errors.As(err, &pe) && ls.ctx.Err() == nil
+	return errors.Is(err, net.ErrClosed) && !errors.As(err, &pe)
 }
 
 // dropLane takes a sibling whose channel died out of the transfer; false if it was out
@@ -189,6 +205,7 @@ func (ls *lanes) dropLane(l *lane) bool {
 		return false
 	}
 	ls.all = slices.Delete(ls.all, i, i+1)
+	ls.lost = true
 	ls.setActive()
 	return true
 }
@@ -229,19 +246,7 @@ func (ls *lanes) finish() error {
 			return true
 		})
 	}
-	var first error
-	waiting := make(map[uint32]*conn, len(ls.all))
-	for _, l := range ls.all {
-		if !l.sibling || l.cn.failed() != nil {
-			continue
-		}
-		id := l.cn.newID()
-		if err := l.cn.startInto(context.Background(), appendString1(nil, sshfx.TypeClose, id, l.handle), nil, ls.ch); err != nil {
-			first = firstErr(first, err)
-			continue
-		}
-		waiting[id] = l.cn
-	}
+	waiting, first := ls.sendCloses()
 	// Match replies by id: a reply a dying channel had already handed over may still
 	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as every
 	// wait of the call is (siblingBound): for a Get, Put, ReadFile or WriteFile by its
@@ -251,11 +256,12 @@ func (ls *lanes) finish() error {
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
-			if r.err != nil {
-				first = firstErr(first, r.err)
-			} else {
-				first = firstErr(first, cn.check(expectStatus("CLOSE", &r)))
+			err := r.err
+			if err == nil {
+				err = cn.check(expectStatus("CLOSE", &r))
 			}
+			first = firstErr(first, err)
+			ls.lost = ls.lost || err != nil
 		}
 		r.release()
 	}
@@ -273,11 +279,43 @@ func (ls *lanes) finish() error {
 			continue
 		case <-bound.Done():
 		}
-		forgetCloses(waiting)
+		if !ls.upload {
+			forgetCloses(waiting)
+			waiting = nil
+		}
 		break
+	}
+	if ls.upload {
+		// For the cut of the part, should the upload have failed (partcut.go): the
+		// CLOSEs still owed are its to wait for.
+		ls.f.siblings.Store(&siblingEnd{lost: ls.lost, owed: waiting, ch: ls.ch})
 	}
 	ls.all = ls.all[:1]
 	return first
+}
+
+// sendCloses sends the CLOSE of every sibling handle and returns the ones sent (their
+// ids, to their conns) and the first failure to send one. A sibling whose channel is
+// gone gets none, and counts as lost, as does one whose CLOSE could not go out.
+func (ls *lanes) sendCloses() (waiting map[uint32]*conn, first error) {
+	waiting = make(map[uint32]*conn, len(ls.all))
+	for _, l := range ls.all {
+		if !l.sibling {
+			continue
+		}
+		if l.cn.failed() != nil {
+			ls.lost = true
+			continue
+		}
+		id := l.cn.newID()
+		if err := l.cn.startInto(context.Background(), appendString1(nil, sshfx.TypeClose, id, l.handle), nil, ls.ch); err != nil {
+			first = firstErr(first, err)
+			ls.lost = true
+			continue
+		}
+		waiting[id] = l.cn
+	}
+	return waiting, first
 }
 
 // forgetCloses gives up on the CLOSE replies still owed (waiting maps their ids to

@@ -132,9 +132,11 @@ func (d *localDest) createPart(name string, perm fs.FileMode) (*os.File, error) 
 
 // reopenPart opens for Resume the part file that fi (from lstat) describes as a
 // regular file, checked to be that same file (localsource.go): a link put there
-// meanwhile is refused, not written through, and a FIFO does not block the open.
+// meanwhile is refused, not written through, and a FIFO does not block the open. It is
+// opened for reading too: Resume compares its bytes at the resume point with the
+// source's.
 func (d *localDest) reopenPart(name string, fi fs.FileInfo) (*os.File, error) {
-	f, err := d.root.OpenFile(name, os.O_WRONLY|localOpenFlags, 0)
+	f, err := d.root.OpenFile(name, os.O_RDWR|localOpenFlags, 0)
 	if err != nil {
 		return nil, d.err(err)
 	}

@@ -46,3 +46,20 @@ func withChannelsPerConn(n int) Option {
 		return nil
 	}
 }
+
+// withSpan sets W, the out-of-order span of transfers (maxSpan), for tests that need
+// its effects at a few hundred KiB.
+func withSpan(n int64) Option {
+	return func(o *options) error {
+		o.span = n
+		return nil
+	}
+}
+
+// withStripeFrom sets how large a transfer must be to stripe (stripeMin).
+func withStripeFrom(n int64) Option {
+	return func(o *options) error {
+		o.stripeFrom = n
+		return nil
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
@@ -166,7 +167,29 @@ func decodeStatus(body []byte) error {
 	case sshfx.StatusEOF:
 		return io.EOF
 	}
-	return &StatusError{Code: StatusCode(code), Message: string(msg), Lang: string(lang)}
+	return &StatusError{Code: StatusCode(code), Message: statusText(msg, maxStatusMessage), Lang: statusText(lang, maxStatusLang)}
+}
+
+// What a *StatusError keeps of the server's text. A message is for people, and the
+// servers' are a line (OpenSSH's "No such file"); a STATUS can carry 256 KiB of it, and
+// an error is kept by whoever collects them (a tree keeps a thousand), so each keeps
+// the first 1 KiB and says how long the message was. A language tag is a few bytes.
+const (
+	maxStatusMessage = 1 << 10
+	maxStatusLang    = 64
+)
+
+// statusText is the first max bytes of b, cut at a character's start, as a string:
+// when b is longer, followed by " [... the first N of M bytes]", so the cut is seen.
+func statusText(b []byte, max int) string {
+	if len(b) <= max {
+		return string(b)
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s [... the first %d of %d bytes]", b[:n], n, len(b))
 }
 
 // expectStatus is for requests whose only success reply is STATUS OK.

@@ -89,19 +89,7 @@ func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error
 	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
 		return appendStringAttrs(dst, sshfx.TypeMkdir, id, name, &a)
 	}, status("MKDIR"))
-	if isBareFailure(err) {
-		if _, serr := c.Lstat(ctx, name); serr == nil {
-			err = fmt.Errorf("%w (%w)", fs.ErrExist, err)
-		}
-	}
-	return pathErr("mkdir", name, err)
-}
-
-// isBareFailure reports whether err is a STATUS FAILURE, the code that says nothing of
-// why: worth asking the server what the state is, to give the caller a better error.
-func isBareFailure(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Code.normal() == StatusFailure
+	return pathErr("mkdir", name, c.existError(ctx, name, err))
 }
 
 // MkdirAll creates a directory and any missing parents, like os.MkdirAll.
@@ -337,7 +325,8 @@ func (c *Client) Link(ctx context.Context, oldname, newname string) error {
 }
 
 // RealPath returns the canonical absolute form of name. A leading "~" or "~user" is
-// expanded when the server offers expand-path@openssh.com.
+// expanded when the server offers expand-path@openssh.com: a name a listing gave,
+// which may start with "~", is resolved as itself when prefixed with "./".
 func (c *Client) RealPath(ctx context.Context, name string) (string, error) {
 	var s string
 	var err error

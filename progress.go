@@ -1,41 +1,59 @@
 package sftp
 
 import (
-	"io/fs"
+	"context"
 	"os"
 	"sync"
 )
 
 // Progress is one report from a Get or Put given OnProgress. Each file yields a first
 // report when it starts, one per piece of data moved, and a last one with Done or Err
-// set.
+// set. A file SkipUnchanged leaves alone yields only that last report, with Skipped.
+//
+// The counters sort the files that ended four ways: moved (Files less FilesSkipped),
+// skipped (FilesSkipped), failed (FilesFailed) and canceled (FilesCanceled). A file
+// counts as canceled, not failed, when the call stopped it rather than its own
+// transfer failing: the call's ctx ended, or a tree stopped (StopOnError after
+// another file's failure, or the connection lost) while the file was in flight. Such
+// a file's last report has Err and Canceled set; it is worth retrying as it is.
 type Progress struct {
 	Path string // the file's source path (remote for Get, local for Put)
 	Dest string // where it goes, under its final name
 
-	// Bytes of this file done so far. A resumed file starts at the part file's size.
-	// For Put it counts bytes handed to the transfer, which runs up to one window of
-	// WRITEs ahead of the server's acknowledgements.
+	// Bytes of this file done so far: for Get received and written to the local
+	// file, for Put acknowledged by the server. A resumed file starts where Resume
+	// continues it (the part's end when a clean stop marked it, else W before its
+	// end; see Resume).
 	Bytes int64
 	Size  int64 // the file's size, or -1 when the server did not say
 	Done  bool  // the file is complete and in place under its final name
 	// Skipped is set with Done when SkipUnchanged found the destination up to date.
+	// Such a file's bytes are in Bytes and Size but not in TotalBytes or TotalSize:
+	// nothing of it moves.
 	Skipped bool
-	Err     error // set on a file's last report when it failed
+	Err     error // set on a file's last report when it failed or was canceled
+	// Canceled is set with Err when the file was stopped by the call, not failed of
+	// itself (see above).
+	Canceled bool
 
-	TotalBytes int64 // Bytes summed over every file started so far
-	TotalSize  int64 // the sizes of all files summed, or -1 when one is unknown
-	Files      int   // files completed
-	FilesTotal int   // files found so far; final once Walked is set
-	InProgress int   // files started and not yet completed or failed
+	TotalBytes int64 // Bytes summed over every file started so far (skipped files not included)
+	TotalSize  int64 // the sizes of the files found summed, less the skipped ones; -1 when one is unknown
+	Files      int   // files completed: moved, or skipped as up to date
+	// FilesSkipped, FilesFailed and FilesCanceled count the files that ended that way
+	// so far; FilesSkipped are among Files.
+	FilesSkipped  int
+	FilesFailed   int
+	FilesCanceled int
+	FilesTotal    int // files found so far; final once Walked is set
+	InProgress    int // files started and not yet ended
 	// Walked is set once the whole source has been walked: FilesTotal and TotalSize
 	// are final from then on. A tree is copied as it is walked, so until then they
 	// count what has been found so far. A single file is walked from the start.
 	Walked bool
 
 	// Files are regular files: directories and symbolic links in a tree are made
-	// without reports and are not counted.
-
+	// without reports and are not counted. Files a SkipFiles predicate leaves out are
+	// not reported or counted at all.
 }
 
 // reporter serialises Progress calls: every call happens with mu held, so a callback
@@ -48,6 +66,9 @@ type reporter struct {
 	totalBytes int64
 	totalSize  int64
 	files      int
+	skipped    int
+	failed     int
+	canceled   int
 	filesTotal int
 	inProgress int
 	done       bool // the walk has ended
@@ -113,20 +134,23 @@ func (r *reporter) start(path, dest string, off, size int64) *fileProgress {
 	return p
 }
 
-func (p *fileProgress) add(n int) {
+// add counts n more bytes of the file done. It is also an upload's File.onAcked.
+func (p *fileProgress) add(n int64) {
 	if p == nil || n <= 0 {
 		return
 	}
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p.bytes += int64(n)
-	r.totalBytes += int64(n)
+	p.bytes += n
+	r.totalBytes += n
 	r.emit(p)
 }
 
-// end reports the file's outcome; err nil means it is in place.
-func (p *fileProgress) end(err error) {
+// end reports the file's outcome: err nil means it is in place. ctx is the one the
+// file's transfer ran under: when it has ended, a failure is the call stopping the
+// file (Canceled), not the file's own.
+func (p *fileProgress) end(ctx context.Context, err error) {
 	if p == nil {
 		return
 	}
@@ -134,11 +158,17 @@ func (p *fileProgress) end(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inProgress--
-	if err == nil {
+	canceled := err != nil && ctx.Err() != nil
+	switch {
+	case err == nil:
 		r.files++
+	case canceled:
+		r.canceled++
+	default:
+		r.failed++
 	}
 	pr := r.snapshot(p)
-	pr.Done, pr.Err = err == nil, err
+	pr.Done, pr.Err, pr.Canceled = err == nil, err, canceled
 	r.fn(pr)
 }
 
@@ -149,14 +179,16 @@ func (r *reporter) snapshot(p *fileProgress) Progress {
 	return Progress{
 		Path: p.path, Dest: p.dest, Bytes: p.bytes, Size: p.size,
 		TotalBytes: r.totalBytes, TotalSize: r.totalSize,
-		Files: r.files, FilesTotal: r.filesTotal, InProgress: r.inProgress,
+		Files: r.files, FilesSkipped: r.skipped, FilesFailed: r.failed, FilesCanceled: r.canceled,
+		FilesTotal: r.filesTotal, InProgress: r.inProgress,
 		Walked: r.done,
 	}
 }
 
-// progressFile counts what File.WriteTo writes into, or File.ReadFrom reads from, a
-// local file. It keeps the methods that let those transfers work at offsets with
-// several goroutines (WriteAt, ReadAt, Seek, Stat), so counting costs no speed.
+// progressFile counts what File.WriteTo writes into a local file. It keeps the
+// methods that let a download write at offsets with several goroutines (WriteAt,
+// Seek), so counting costs no speed. An upload counts acknowledgements instead
+// (File.onAcked).
 type progressFile struct {
 	f *os.File
 	p *fileProgress
@@ -164,28 +196,14 @@ type progressFile struct {
 
 func (pf *progressFile) Write(b []byte) (int, error) {
 	n, err := pf.f.Write(b)
-	pf.p.add(n)
+	pf.p.add(int64(n))
 	return n, err
 }
 
 func (pf *progressFile) WriteAt(b []byte, off int64) (int, error) {
 	n, err := pf.f.WriteAt(b, off)
-	pf.p.add(n)
-	return n, err
-}
-
-func (pf *progressFile) Read(b []byte) (int, error) {
-	n, err := pf.f.Read(b)
-	pf.p.add(n)
-	return n, err
-}
-
-func (pf *progressFile) ReadAt(b []byte, off int64) (int, error) {
-	n, err := pf.f.ReadAt(b, off)
-	pf.p.add(n)
+	pf.p.add(int64(n))
 	return n, err
 }
 
 func (pf *progressFile) Seek(off int64, whence int) (int64, error) { return pf.f.Seek(off, whence) }
-
-func (pf *progressFile) Stat() (fs.FileInfo, error) { return pf.f.Stat() }

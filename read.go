@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -28,6 +29,24 @@ import (
 // it whichever came first (readEnds): the stream then fails at that end. What it hands
 // over is always one run from its start: no reader returns a shorter or holed result
 // with a nil error.
+//
+// The size an FSTAT gives (the hint) is not proof of the end: the file may have grown
+// or shrunk since, and a server's attributes may be wrong. It only steers: READs go
+// out up to it, then the READ at it (the probe, sent with the last of them, so its
+// answer comes with theirs rather than a round trip later), and past it one at a
+// time. The end is proven only by the probe's EOF with nothing answered past it.
+// WriteTo hands w the piece that reaches the hint once the probe has answered
+// (awaitEnd): the data is safe to give at any time, but a caller that stops once it
+// has the bytes it expected (an HTTP client with Content-Length, whose going away
+// closes the File) must find the call already able to return nil, with nothing left
+// to wait for.
+//
+// Span rule (WriteTo into an io.WriterAt, whose pieces land at their offsets in any
+// order): no READ is sent whose end is more than W (maxSpan) past what the writers
+// have reported written in one run from the start (wrote.prefix), not merely what has
+// arrived. So whatever stops the download, the process killed included, nothing is
+// written W or more past a prefix that is whole: Resume relies on it (resume.go). The
+// other readers hand data over in order and need no bound.
 //
 // Window rule: requests in flight plus segments held (waiting in order, or handed to
 // writers and not yet written) never exceed win, with one exception: when nothing is
@@ -75,12 +94,16 @@ type readStream struct {
 	laneCap int
 
 	// With writer goroutines (WriteTo to an io.WriterAt).
+	span    int64             // W (maxSpan): no READ reaches span past wrote.prefix
 	out     chan segment      // to the writers
 	written chan writtenPiece // from the writers
 	held    int               // segments handed to writers and not yet reported
 	direct  bool              // w is an io.WriterAt: segments go out as they arrive
 	arrived prefixTracker     // direct: what has arrived, by offset; next is its prefix
 	wrote   prefixTracker     // what the writers reported, by offset
+	// sum, with Verify, hashes what the writers wrote, in offset order (sumfeed.go): a
+	// piece is reported written once hashed too.
+	sum *sumFeed
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -118,7 +141,7 @@ func (f *File) newReadStream(ctx context.Context, off, limit int64, win int, sta
 			s.statID = id
 		}
 	}
-	if limit-off >= stripeMin {
+	if limit-off >= f.c.minStripe() {
 		s.stripe()
 	}
 	return s
@@ -169,7 +192,7 @@ func (s *readStream) fillRedo() bool {
 			// waiting for, and only with nothing in flight or at a writer that could
 			// free room.
 			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
-			if len(s.reqs) > 0 || s.held > 0 || i < 0 {
+			if len(s.reqs) > 0 || s.held > s.parked() || i < 0 {
 				return true
 			}
 		}
@@ -188,18 +211,24 @@ func (s *readStream) fillRedo() bool {
 // fillNew sends READs of new ranges while the window has room.
 func (s *readStream) fillNew() {
 	for s.inWindow() < s.win && s.issue < s.stopAt() {
-		if s.sizeUnsure() && len(s.reqs) > 0 {
+		if s.sizeUnsure() && len(s.reqs) > 0 && !s.probeDue() {
 			return // until the FSTAT answers, and past the size it gave, one READ at a time
 		}
 		n := int(min(int64(s.size), s.stopAt()-s.issue))
+		if s.hint > s.issue {
+			n = int(min(int64(n), s.hint-s.issue)) // the last one ends at the hint: the probe follows it
+		}
 		if s.capped && s.pick().out >= s.laneCap {
 			return // every lane has what keeps its window full; more would only queue
+		}
+		if s.direct && s.issue+int64(n) > s.wrote.prefix+s.span {
+			return // the span bound: see maxSpan
 		}
 		if !s.send(chunk{off: s.issue, n: n}) {
 			return
 		}
 		s.issue += int64(n)
-		if s.issue-s.next >= stripeMin && s.hint < 0 {
+		if s.issue-s.next >= s.f.c.minStripe() && s.hint < 0 {
 			s.stripe() // no size known, but it is turning out large
 		}
 	}
@@ -209,6 +238,33 @@ func (s *readStream) fillNew() {
 // goes on: before the FSTAT has answered, or past the size it gave.
 func (s *readStream) sizeUnsure() bool {
 	return s.statID != 0 || (s.hint >= 0 && s.issue >= s.hint)
+}
+
+// probeDue reports whether the next READ is the probe: the one at the size the FSTAT
+// gave, which should find EOF. It goes out with the READs before it.
+func (s *readStream) probeDue() bool {
+	return s.statID == 0 && s.hint >= 0 && s.issue == s.hint
+}
+
+// awaitEnd is called by WriteTo when the segment it is about to hand over ends at the
+// size the FSTAT gave: it waits for the probe's answer first (see the package
+// comment), or for DATA at that size, or for a failure, so that once the last byte is
+// handed over the call returns at once. It proves nothing itself: what step returns
+// next is decided by readEnds exactly as without it, so nil still needs the probe's
+// EOF and every READ past the end answered without DATA.
+func (s *readStream) awaitEnd() {
+	if s.hint < 0 || s.next != s.hint {
+		return
+	}
+	for s.ends.eof < 0 && s.err == nil {
+		if _, ok := s.segs[s.next]; ok {
+			return // the file goes on past the hint
+		}
+		s.fill()
+		if !s.more() {
+			return
+		}
+	}
 }
 
 func (s *readStream) send(req chunk) bool {
@@ -246,6 +302,8 @@ func (s *readStream) more() bool {
 	case w := <-s.written:
 		s.held--
 		s.wrote.done(w.off, w.n)
+	case <-s.parkedWake():
+		// A piece parked for hashing: the window rule's exception may apply now.
 	case <-s.ctx.Done():
 		s.fail(s.next, ctxError(s.ctx, ""))
 		s.abandon()
@@ -292,7 +350,15 @@ func (s *readStream) onStat(r response) {
 		return
 	}
 	s.hint = int64(min(a.Size, 1<<62))
-	if s.hint-s.next >= stripeMin {
+	if a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask == unixDir {
+		// A directory opened as a file (OpenSSH allows it): what its READs fail with
+		// (a bare FAILURE) says nothing, so the read fails as os.File's would.
+		if s.err == nil || s.errAt > s.next {
+			s.err, s.errAt = syscall.EISDIR, s.next
+		}
+		return
+	}
+	if s.hint-s.next >= s.f.c.minStripe() {
 		s.stripe()
 	}
 }
@@ -452,8 +518,9 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 			if err == io.EOF {
 				return total, nil
 			}
-			return total, s.f.err("read", err)
+			return total, s.f.err("writeto", err)
 		}
+		s.awaitEnd()
 		n, err := w.Write(s.cur.data)
 		total += int64(n)
 		if err == nil && n < len(s.cur.data) {
@@ -479,26 +546,10 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	s.written = make(chan writtenPiece, s.max+1)
 	s.wrote = newPrefixTracker(start, s.max)
 	s.direct, s.arrived = true, newPrefixTracker(start, s.max)
+	s.span = s.f.c.span()
+	s.startSum(wa)
 	for range writeAtWorkers {
-		g.Go(func() error {
-			for {
-				var seg segment
-				select {
-				case seg = <-s.out:
-				case <-gctx.Done():
-					return nil
-				}
-				if seg.data == nil { // out was closed
-					return nil
-				}
-				n, err := wa.WriteAt(seg.data, base+seg.off-start)
-				seg.resp.release()
-				s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
-				if err != nil {
-					return err
-				}
-			}
-		})
+		g.Go(func() error { return s.writePieces(gctx, wa, base-start) })
 	}
 	var err error
 	for err == nil {
@@ -506,6 +557,9 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	}
 	close(s.out)
 	werr := g.Wait()
+	if s.sum != nil {
+		s.sum.close() // what it held is reported now
+	}
 	for seg := range s.out { // never taken by a writer
 		seg.resp.release()
 		s.held--
@@ -522,7 +576,63 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	if err == io.EOF {
 		return n, nil
 	}
-	return n, s.f.err("read", err)
+	return n, s.f.err("writeto", err)
+}
+
+// writePieces is a writer of writeAt: it writes each piece it takes at its offset
+// plus shift in wa, and reports it (with Verify, the sum feed does, once it is hashed
+// too), until out is closed or ctx ends.
+func (s *readStream) writePieces(ctx context.Context, wa io.WriterAt, shift int64) error {
+	for {
+		var seg segment
+		select {
+		case seg = <-s.out:
+		case <-ctx.Done():
+			return nil
+		}
+		if seg.data == nil { // out was closed
+			return nil
+		}
+		n, err := wa.WriteAt(seg.data, seg.off+shift)
+		if s.sum != nil && err == nil {
+			s.sum.put(sumPiece{off: seg.off, data: seg.data, seg: seg, n: n}) // reports it once hashed
+			continue
+		}
+		seg.resp.release()
+		s.written <- writtenPiece{off: seg.off, n: n} // room: one per segment
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// startSum starts hashing what the writers write when wa carries a running sum
+// (Verify): a piece is then reported written once it is hashed too.
+func (s *readStream) startSum(wa io.WriterAt) {
+	if rs := sumOf(wa); rs != nil {
+		s.sum = startSumFeed(rs, s.max+1, func(p sumPiece) {
+			p.seg.resp.release()
+			s.written <- writtenPiece{off: p.off, n: p.n}
+		})
+	}
+}
+
+// parked counts the pieces held that wait for an earlier one to be hashed (Verify):
+// no writer can free them, so the window rule's exception counts them as stuck.
+func (s *readStream) parked() int {
+	if s.sum == nil {
+		return 0
+	}
+	return int(s.sum.parked.Load())
+}
+
+// parkedWake is the channel that says a piece was parked for hashing; nil without
+// Verify.
+func (s *readStream) parkedWake() <-chan struct{} {
+	if s.sum == nil {
+		return nil
+	}
+	return s.sum.parkedWake
 }
 
 // abandon forgets everything in flight: late replies are dropped by the reader.

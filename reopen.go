@@ -30,6 +30,14 @@ import (
 // still checking then reads data, not the nonce, and is turned away), or failing
 // (the chunk is never acknowledged, so the bytes reported written, a prefix of the
 // acknowledged chunks, stop before it, and Resume rewrites it).
+//   - A nonce left in the file is inside what Resume sends again. The held chunk is
+//     at or past where the run started, and while it is held the acknowledged prefix
+//     cannot pass it: so when the upload stops with the nonce not yet overwritten,
+//     the nonce lies at or past M = max(R, Pe) of resume.go's proof, and the next run
+//     continues at or before M. The held chunk passes the span rule before it is held
+//     (inSpan), and one that would keep the next chunk past the span waits no longer
+//     for its round (heldBlocks): it goes out, and siblings that have not read the
+//     nonce yet are turned away, as when the transfer ends first.
 //   - The chunk held is the next in offset order, read from the source, so the nonce
 //     is inside the data whether the source's size is known or not; a chunk shorter
 //     than the nonce (the source's last) is not used: the round's siblings are
@@ -376,10 +384,12 @@ func (ws *writeStream) releaseHeld() {
 
 // proofIdle settles what the proof waits for when the transfer has nothing else to
 // send: an unarmed proof that no chunk will arm, a held chunk that would otherwise
-// hold the transfer's end until the round is over. The chunk goes once no sibling's
-// READ of the nonce is left unanswered (readsDrained wakes the scheduler for it).
+// hold the transfer's end until the round is over. The same when the held chunk holds
+// the next one back (heldBlocks). The chunk goes once no sibling's READ of the nonce
+// is left unanswered (readsDrained wakes the scheduler for it).
 func (ws *writeStream) proofIdle(filledOpen bool) {
-	if filledOpen || len(ws.ready) > 0 || len(ws.resend) > 0 || len(ws.reqs) > 0 {
+	idle := !filledOpen && len(ws.ready) == 0 && len(ws.resend) == 0 && len(ws.reqs) == 0
+	if !idle && !ws.heldBlocks() {
 		return
 	}
 	p := ws.proof
@@ -394,6 +404,18 @@ func (ws *writeStream) proofIdle(filledOpen bool) {
 	} else {
 		ws.heldFor = p
 	}
+}
+
+// heldBlocks reports whether the chunk held for the proof keeps the next chunk from
+// going out: the acknowledged prefix cannot pass the held chunk before it is written,
+// so a chunk that ends more than W past the held one's start would wait for the round
+// to end however long that takes.
+func (ws *writeStream) heldBlocks() bool {
+	if ws.heldBack == nil {
+		return false
+	}
+	c, ok := ws.ready[ws.nextOff]
+	return ok && c.off+int64(c.n) > ws.heldBack.off+ws.span
 }
 
 // readsDrained is the channel closed once the siblings' READs of the nonce the held

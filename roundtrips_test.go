@@ -330,12 +330,12 @@ func TestSmallFilesInFlightBound(t *testing.T) {
 	require.Zero(t, srv.OpenHandles())
 }
 
-// TestSmallCostBoundsBytes: small files are charged their size against smallBudget,
-// so files of a full WRITE each are fewer in flight than tiny ones.
+// TestSmallCostBoundsBytes: small files are charged their size (and their probe's)
+// against smallBudget, so files of a full WRITE each are fewer in flight than tiny ones.
 func TestSmallCostBoundsBytes(t *testing.T) {
-	require.Equal(t, int64(4<<10), smallCost(0))
-	require.Equal(t, int64(4<<10+100), smallCost(100))
-	require.Equal(t, int64(4<<10), smallCost(-1))
+	require.Equal(t, int64(4<<10+smallProbe), smallCost(0))
+	require.Equal(t, int64(4<<10+smallProbe+100), smallCost(100))
+	require.Equal(t, int64(4<<10+smallProbe), smallCost(-1))
 	require.Equal(t, int64(smallBudget), smallCost(1<<40))
 	require.LessOrEqual(t, int64(smallBudget)/smallCost(maxDataSize), int64(128))
 }

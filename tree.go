@@ -168,6 +168,7 @@ func (t *getPutCall) newTreeRun(op string, side treeSide) *treeRun {
 		small:   semaphore.NewWeighted(smallBudget),
 		claimed: map[string]struct{}{},
 	}
+	r.fails.b = r.budget
 	r.stop, r.halt = context.WithCancelCause(t.ctx)
 	r.work.SetLimit(max(t.o.parallel, t.o.smallParallel))
 	// Files side by side share the window (File.share); how many there are is known
@@ -250,7 +251,7 @@ func (r *treeRun) walk(d *treeDir) {
 			}
 		case mode&fs.ModeSymlink != 0:
 			r.hand(d, e, false)
-		case mode.IsRegular():
+		case mode.IsRegular() && !r.t.skipped(e.src, e.info):
 			r.foundFile(e.info)
 			r.hand(d, e, true)
 		}

@@ -129,6 +129,7 @@ func (r *treeRun) getSource(src, dst string) {
 		r.walkRoot(&treeDir{treeEntry: treeEntry{src: src, dst: dst, info: stripInfo(fi)}, top: &treeTop{src: src}})
 	case !fi.Mode().IsRegular():
 		r.fail(src, errNotRegular)
+	case t.skipped(src, fi):
 	default:
 		if lfi, err := t.local.lstat(dst); err == nil && lfi.IsDir() {
 			r.fail(src, errIsDirectory)

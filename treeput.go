@@ -152,6 +152,7 @@ func (p *putSide) putSource(src, dst string) {
 		r.walkRoot(&treeDir{treeEntry: treeEntry{src: src, dst: dst, info: fi}, top: top})
 	case !fi.Mode().IsRegular():
 		r.fail(src, errNotRegular)
+	case t.skipped(src, fi):
 	default:
 		r.foundFile(fi)
 		r.hand(nil, treeEntry{src: src, dst: dst, info: fi}, true)

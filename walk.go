@@ -305,7 +305,7 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 	if !fi.IsDir() {
 		return fs.FileInfoToDirEntry(fi), linked, nil
 	}
-	real, err := w.c.RealPath(ctx, name)
+	real, err := w.c.RealPath(ctx, literalPath(name))
 	if err != nil {
 		return e, linked, err
 	}
@@ -328,6 +328,11 @@ func (w *walker) follow(ctx context.Context, name string, e fs.DirEntry, linked 
 // or a listing the server got wrong fails the Glob, rather than shortening its result
 // without a word.
 //
+// Glob takes the names it lists as data: a match is used as a path, never matched
+// again as a pattern, whatever characters it holds. The pattern is the caller's: a
+// part of it that came from the server (a home directory, a RealPath) must be quoted
+// with QuoteGlob, or its characters act as syntax.
+//
 // Glob holds its matches, names only, and reads each directory a page at a time, so
 // a directory of any size is searched. What it holds (the matches, each charged its
 // path, and the page being matched) is bounded by the Client's memory limit
@@ -341,7 +346,7 @@ func (c *Client) Glob(ctx context.Context, pattern string) ([]string, error) {
 	g := &globber{c: c, b: c.newBudget()}
 	matches, err := g.glob(ctx, pattern, 0)
 	if errors.Is(err, ErrListingTooLarge) {
-		return nil, fmt.Errorf("sftp: glob: %w", err)
+		return nil, pathErr("glob", pattern, err)
 	}
 	return matches, err
 }

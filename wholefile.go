@@ -143,6 +143,13 @@ func statSize(ctx context.Context, st call) (int64, error) {
 // write. The error includes what the server says when the file is closed. Data that
 // fits in one channel window (about 1.9 MiB) costs two round trips: the OPEN, then
 // the WRITEs and the CLOSE together.
+//
+// As with os.WriteFile, the file is written in place under its own name: a link at
+// name is followed, a reader may see the file half written, and a failure leaves it
+// so. The name is the caller's, and in place keeps what a rename would lose (the
+// file's owner, mode and hard links) on servers without a rename that replaces. To
+// replace a file whole or not at all, use PutReader (with a *bytes.Reader), which
+// writes a part file and renames it.
 func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
 	f, err := c.OpenFile(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
@@ -152,7 +159,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 	if f.fitsOneBurst(len(data)) {
 		return f.writeSmall(ctx, data)
 	}
-	_, err = f.writeAt(ctx, data, 0)
+	_, err = f.writeAt(ctx, "write", data, 0)
 	// Close also reports a failure the server only notices when the handle is closed.
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -31,7 +31,12 @@ import (
 // maxUnsent WRITEs on a lane before they are written, so new ones go to the others.
 //
 // A window slot is taken before a chunk is read and given back when its reply is
-// filed, so memory stays within the window whatever the file size.
+// filed, so memory stays within the window whatever the file size. The window does
+// not bound how far out of order the upload writes (a WRITE late at the prefix lets
+// later ones complete and free their slots), so a chunk goes out only while it ends
+// at most W (maxSpan) past the acknowledged prefix (inSpan): whatever stops the
+// upload, nothing lands W or more past a prefix the server has confirmed, and Resume
+// relies on it (resume.go).
 
 // dataOff is where the data of a WRITE starts in its buffer. The header goes right
 // in front of it, so the source can be read before the lane (whose handle is part of
@@ -89,9 +94,11 @@ func (h *heldBuf) writeDone() {
 // writeStream is one upload from an offset.
 type writeStream struct {
 	lanes
+	op    string // the entry point its errors name: "write", "writeat", "readfrom"
 	start int64
-	size  int // data bytes per WRITE
-	max   int // the window
+	size  int   // data bytes per WRITE
+	max   int   // the window
+	span  int64 // W (maxSpan): nothing is written span or more past acked.prefix
 
 	g      *errgroup.Group
 	halt   context.CancelFunc // stops the producers (a WRITE failed: read no further)
@@ -122,16 +129,22 @@ type writeStream struct {
 	nonceFor *roundProof
 	heldBack *filledChunk
 	heldFor  *roundProof // the held chunk waits for its siblings' READs to be answered
+
+	// sum, with Verify, hashes each chunk as it is handed out in offset order
+	// (sumfeed.go, verify.go sumChunk).
+	sum *sumFeed
 }
 
-func (f *File) newWriteStream(ctx context.Context, off int64) *writeStream {
+// newWriteStream starts an upload at off for op, the entry point its errors name,
+// while ctx lasts.
+func (f *File) newWriteStream(ctx context.Context, op string, off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
 		// Siblings open without CREAT or TRUNC: the caller's open already created or
 		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
 		// READ, for the proof that they are on the File's file (reopen.go).
 		lanes: f.newLanes(ctx, window, sshfx.FlagRead|sshfx.FlagWrite, true),
-		start: off, size: f.c.limits.MaxWrite, max: window,
+		start: off, size: f.c.limits.MaxWrite, max: window, span: f.c.span(),
 		slots:    make(chan struct{}, window),
 		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
 		filled:   make(chan filledChunk, window),
@@ -142,6 +155,7 @@ func (f *File) newWriteStream(ctx context.Context, off int64) *writeStream {
 		reqs:     make(map[uint32]chunk, window),
 		acked:    newPrefixTracker(off, window),
 		end:      math.MaxInt64,
+		op:       op,
 	}
 }
 
@@ -207,7 +221,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	if !parallel {
 		size = sizeOf(src)
 	}
-	if size >= stripeMin {
+	if size >= ws.f.c.minStripe() {
 		ws.stripe()
 	}
 	if parallel {
@@ -215,13 +229,22 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	} else {
 		g.Go(func() error { return ws.readSeq(pctx, src) })
 	}
+	ws.startSum(src)
 	g.Go(ws.schedule)
 	g.Wait() // every failure is filed by offset in ws; the group's error adds nothing
 	halt()
+	ws.endSum()
 	ws.cleanup()
-	// A failed CLOSE of a sibling handle may be the only report of a lost write.
+	// A failed CLOSE of a sibling handle may be the only report of a lost write: a
+	// server's answer puts the failure at the start. A CLOSE that failed with its
+	// channel says nothing of the WRITEs the server acknowledged: the failure goes
+	// past them, so that what is known written stays known (Resume, KeepJournal).
 	if err := ws.finish(); err != nil {
-		ws.fail(ws.start, err)
+		at := ws.start
+		if channelLost(err) {
+			at = ws.acked.prefix
+		}
+		ws.fail(at, err)
 	}
 	n := min(ws.acked.prefix, ws.end) - ws.start
 	if parallel {
@@ -230,7 +253,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 		}
 	}
 	if ws.err != nil {
-		return min(n, ws.errAt-ws.start), ws.f.err("write", ws.err)
+		return min(n, ws.errAt-ws.start), ws.f.err(ws.op, ws.err)
 	}
 	return n, ws.srcFail.err
 }
@@ -446,11 +469,12 @@ func (ws *writeStream) dispatch() {
 		} else {
 			var ok bool
 			c, ok = ws.ready[ws.nextOff]
-			if !ok || c.off >= ws.end {
+			if !ok || c.off >= ws.end || !ws.inSpan(c) {
 				return
 			}
 			if ws.armProof(c) { // held back until the round's siblings are proven
 				ws.takeReady(c)
+				ws.sumCopy(c)
 				continue
 			}
 		}
@@ -470,6 +494,9 @@ func (ws *writeStream) dispatch() {
 			held.refs.Store(2)
 			req.held = held
 		}
+		if !resend {
+			ws.sumHeld(c, held) // a resend was hashed when it first went out
+		}
 		id := l.cn.newID()
 		ws.reqs[id] = req
 		l.out++
@@ -480,6 +507,14 @@ func (ws *writeStream) dispatch() {
 			ws.stripe()
 		}
 	}
+}
+
+// inSpan reports whether c may be written now: it ends no more than W (maxSpan)
+// past the acknowledged prefix. Everything sent before it passed the same test
+// against a prefix no greater, what a dead sibling owed and the chunk held for a
+// proof included, so nothing of the upload lands W or more past the prefix.
+func (ws *writeStream) inSpan(c filledChunk) bool {
+	return c.off+int64(c.n) <= ws.acked.prefix+ws.span
 }
 
 // takeReady takes c, the chunk at nextOff, out of ready.
@@ -606,7 +641,11 @@ func (ws *writeStream) ack(r response) error {
 		ws.stop() // the server refused a WRITE: let what is in flight finish
 		return nil
 	}
+	before := ws.acked.prefix
 	ws.acked.done(req.off, req.n)
+	if ws.f.onAcked != nil && ws.acked.prefix > before {
+		ws.f.onAcked(ws.acked.prefix - before)
+	}
 	ws.moved(req.n)
 	return nil
 }

@@ -55,6 +55,29 @@ func xsLinkScenarios() []xsScenario {
 		require.False(e, errors.As(err, &se), "no request was sent: %v", err)
 	}
 	// rejectedPlain: plain RENAME onto an existing name fails with code, nothing moved.
+	noSymlink := func(e *xsEnv, err error) {
+		unsupported(e, err)
+		requireLinkErr(e, err, "symlink", "f", "l")
+		_, lerr := os.Lstat(e.local("l"))
+		require.ErrorIs(e, lerr, fs.ErrNotExist)
+	}
+	noReadlink := func(e *xsEnv, r xsRes[string]) {
+		unsupported(e, r.err)
+		requirePathErr(e, r.err, "readlink", "l")
+	}
+	noLinkExt := func(e *xsEnv, l linked) {
+		noExtension(e, l.err)
+		noExtension(e, l.errMissing)
+		require.NoFileExists(e, e.local("h"))
+	}
+	renameRefused := func(via sshfx.PacketType) xsOutcome[renamed] {
+		return func(e *xsEnv, r renamed) {
+			require.Equal(e, []sshfx.PacketType{via}, r.sent)
+			unsupported(e, r.err)
+			require.Equal(e, []byte("new"), r.a)
+			require.Equal(e, []byte("old"), r.b)
+		}
+	}
 	rejectedPlain := func(code StatusCode) xsOutcome[renamed] {
 		return func(e *xsEnv, r renamed) {
 			require.Equal(e, []sshfx.PacketType{sshfx.TypeRename}, r.sent)
@@ -71,7 +94,11 @@ func xsLinkScenarios() []xsScenario {
 		xsCase("rename/onto-existing", twoFiles, rename, xsExpect[renamed]{
 			xsOnDisk: replaced(sshfx.TypeExtended), xsOnVFS: replaced(sshfx.TypeExtended),
 			xsParamiko: replaced(sshfx.TypeRename),
-		}),
+			// Without posix-rename, Rename sends a plain RENAME.
+			xsHetzner: rejectedPlain(11),
+			xsMinIO:   renameRefused(sshfx.TypeExtended),
+		}.with(rejectedPlain(StatusFailure), xsSterling, xsFilesCom, xsAzure).
+			with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
 
 		// Plain RENAME, as to a server without posix-rename: the servers part ways.
 		xsCase("rename/plain-onto-existing", twoFiles, func(e *xsEnv) renamed {
@@ -81,9 +108,12 @@ func xsLinkScenarios() []xsScenario {
 			xsOnDisk: rejectedPlain(StatusFailure),
 			// FILE_ALREADY_EXISTS, a code of version 5, in a version 3 session.
 			xsProFTPD:  rejectedPlain(11),
+			xsHetzner:  rejectedPlain(11),
+			xsAzure:    rejectedPlain(StatusFailure),
+			xsMinIO:    renameRefused(sshfx.TypeRename),
 			xsOnVFS:    replaced(sshfx.TypeRename),
 			xsParamiko: replaced(sshfx.TypeRename),
-		}),
+		}.with(replaced(sshfx.TypeRename), xsAWS, xsSFTPGo)),
 
 		xsCase("symlink", xsFiles(map[string]string{"f": "f"}), func(e *xsEnv) error {
 			return e.c.Symlink(e.ctx, "f", "l")
@@ -94,13 +124,8 @@ func xsLinkScenarios() []xsScenario {
 				require.NoError(e, err)
 				require.Equal(e, "f", target)
 			},
-			xsOnVFS: func(e *xsEnv, err error) {
-				unsupported(e, err)
-				requireLinkErr(e, err, "symlink", "f", "l")
-				_, lerr := os.Lstat(e.local("l"))
-				require.ErrorIs(e, lerr, fs.ErrNotExist)
-			},
-		}),
+			xsOnVFS: noSymlink,
+		}.with(noSymlink, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
 
 		xsCase("readlink", func(t *testing.T, dir string) {
 			require.NoError(t, os.Symlink("somewhere", filepath.Join(dir, "l")))
@@ -109,10 +134,8 @@ func xsLinkScenarios() []xsScenario {
 				require.NoError(e, r.err)
 				require.Equal(e, "somewhere", r.v)
 			},
-			xsOnVFS: func(e *xsEnv, r xsRes[string]) {
-				unsupported(e, r.err)
-				requirePathErr(e, r.err, "readlink", "l")
-			},
+			xsOnVFS:    noReadlink,
+			xsFilesCom: noReadlink, xsAWS: noReadlink, xsAzure: noReadlink, xsSFTPGo: noReadlink, xsMinIO: noReadlink,
 			// Chrooted, it makes a relative target absolute, from its "/".
 			xsProFTPD: func(e *xsEnv, r xsRes[string]) {
 				require.NoError(e, r.err)
@@ -147,12 +170,14 @@ func xsLinkScenarios() []xsScenario {
 				_, err := e.c.Stat(e.ctx, "h")
 				require.ErrorIs(e, err, fs.ErrNotExist)
 			},
-			xsParamiko: func(e *xsEnv, l linked) {
-				noExtension(e, l.err)
-				noExtension(e, l.errMissing)
+			xsParamiko: noLinkExt,
+			// Advertised, refused.
+			xsMinIO: func(e *xsEnv, l linked) {
+				unsupported(e, l.err)
+				unsupported(e, l.errMissing)
 				require.NoFileExists(e, e.local("h"))
 			},
-		}),
+		}.with(noLinkExt, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo)),
 
 		xsCase("statvfs", nil, func(e *xsEnv) xsRes[*StatVFS] {
 			return xsR(e.c.StatVFS(e.ctx, "."))
@@ -170,7 +195,14 @@ func xsLinkScenarios() []xsScenario {
 				requirePathErr(e, r.err, "statvfs", ".")
 			},
 			xsParamiko: func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) },
-		}),
+			// Served from a directory, a personality reports the in-memory tree's
+			// made-up figures.
+			xsWindows: xsMadeUpStatVFS, xsSFTPGo: xsMadeUpStatVFS, xsDrop: xsMadeUpStatVFS,
+			xsMinIO: func(e *xsEnv, r xsRes[*StatVFS]) {
+				unsupported(e, r.err)
+				requirePathErr(e, r.err, "statvfs", ".")
+			},
+		}.with(func(e *xsEnv, r xsRes[*StatVFS]) { noExtension(e, r.err) }, xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure)),
 	}
 }
 
@@ -202,6 +234,20 @@ func xsOpenScenarios() []xsScenario {
 			require.Equal(e, want, string(w.content))
 		}
 	}
+	readRefused := func(code StatusCode) xsOutcome[readWrite] {
+		return func(e *xsEnv, rw readWrite) {
+			require.NoError(e, rw.write)
+			requireStatus(e, rw.read, code)
+			require.NoError(e, errors.Join(rw.stat, rw.close))
+			require.Equal(e, "hello world", rw.content)
+		}
+	}
+	refusedOpen := func(want string) xsOutcome[written] {
+		return func(e *xsEnv, w written) {
+			require.ErrorIs(e, w.open, errors.ErrUnsupported)
+			require.Equal(e, want, string(w.content))
+		}
+	}
 	digits := xsFiles(map[string]string{"f": "0123456789"})
 	data := xsData(100)
 	type outOfOrder struct {
@@ -213,21 +259,32 @@ func xsOpenScenarios() []xsScenario {
 		xsCase("open/overwrite-in-place", digits, rewrite(os.O_WRONLY, func(f *File) error {
 			_, err := f.WriteAt([]byte("XY"), 0)
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY")}),
+		}), xsExpect[written]{xsOnDisk: holds("XY23456789"), xsOnVFS: holds("XY"), xsMinIO: holds("XY"),
+			// No resume: an existing file opened for writing without TRUNC.
+			xsSFTPGo: refusedOpen("0123456789")}),
 
 		xsCase("open/append", digits, rewrite(os.O_WRONLY|os.O_APPEND, func(f *File) error {
 			_, err := f.Write([]byte("++"))
 			return err
-		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++")}),
+		}), xsExpect[written]{xsOnDisk: holds("0123456789++"), xsOnVFS: holds("++"), xsMinIO: holds("++")}.
+			with(refusedOpen("0123456789"), xsAzure, xsSFTPGo)),
 
 		xsCase("open/exclusive-existing", digits, rewrite(os.O_WRONLY|os.O_CREATE|os.O_EXCL, func(*File) error {
 			return nil
 		}), xsExpect[written]{
 			xsOnDisk: func(e *xsEnv, w written) {
 				requireStatus(e, w.open, StatusFailure)
+				require.ErrorIs(e, w.open, fs.ErrExist, "the FAILURE is explained by an LSTAT")
 				require.Equal(e, "0123456789", string(w.content))
 			},
 			xsOnVFS: holds(""), // O_EXCL is not honoured
+			// Not a refusal: the name is taken, as on OpenSSH.
+			xsDrop: func(e *xsEnv, w written) {
+				requireStatus(e, w.open, StatusFailure)
+				require.Equal(e, "0123456789", string(w.content))
+			},
+			// Refused as a resume before the name is looked at.
+			xsSFTPGo: refusedOpen("0123456789"),
 		}),
 
 		// The second half first: rclone waits (--vfs-write-wait, 1 s) for the bytes
@@ -281,7 +338,9 @@ func xsOpenScenarios() []xsScenario {
 		xsCase("open/read-write", nil, func(e *xsEnv) readWrite {
 			var rw readWrite
 			f, err := e.c.OpenFile(e.ctx, "rw", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-			require.NoError(e, err)
+			if rw.open = err; err != nil {
+				return rw
+			}
 			within(e, func() {
 				_, rw.write = f.Write([]byte("hello world"))
 				p := make([]byte, 5)
@@ -296,6 +355,10 @@ func xsOpenScenarios() []xsScenario {
 			require.NoError(e, err, "the local file, after write %v, read %v, stat %v, close %v", rw.write, rw.read, rw.stat, rw.close)
 			return rw
 		}, xsExpect[readWrite]{
+			// The OPEN is refused.
+			xsAWS: openRefused, xsAzure: openRefused,
+			// The OPEN succeeds, its READs are refused.
+			xsSFTPGo: readRefused(StatusOpUnsupported), xsMinIO: readRefused(StatusFailure),
 			xsOnDisk: func(e *xsEnv, rw readWrite) {
 				require.NoError(e, errors.Join(rw.write, rw.read, rw.stat, rw.close))
 				require.Equal(e, "world", rw.got)
@@ -325,8 +388,8 @@ func xsOpenScenarios() []xsScenario {
 
 // readWrite is what a write and a read back on one handle did.
 type readWrite struct {
-	write, read, stat, close error
-	got, content             string
+	open, write, read, stat, close error
+	got, content                   string
 }
 
 // Trees.
@@ -369,6 +432,15 @@ func xsTreeScenarios() []xsScenario {
 		c.back = list(e, back, c.get)
 		return c
 	}
+	noReadlinkGet := func(e *xsEnv, c copied) {
+		require.ErrorIs(e, c.get, errors.ErrUnsupported)
+		require.ErrorContains(e, c.get, "readlink tree/link")
+	}
+	noSymlinkPut := func(e *xsEnv, c copied) {
+		require.ErrorIs(e, c.put, errors.ErrUnsupported)
+		_, err := os.Lstat(e.local("up/link"))
+		require.ErrorIs(e, err, fs.ErrNotExist)
+	}
 	withoutLink := func(m map[string]string) map[string]string {
 		m = maps.Clone(m)
 		delete(m, "link")
@@ -384,7 +456,12 @@ func xsTreeScenarios() []xsScenario {
 			require.Len(e, c.src, 8)
 			require.Equal(e, c.src, c.up)
 			require.Equal(e, c.src, c.back)
-		})),
+		}).with(func(e *xsEnv, c copied) {
+			// No RENAME: every file's part file fails to reach its name.
+			require.ErrorIs(e, c.put, errors.ErrUnsupported)
+			var te *TreeError
+			require.ErrorAs(e, c.put, &te)
+		}, xsMinIO)),
 
 		xsCase("tree/get-with-symlink", func(t *testing.T, dir string) {
 			xsMakeTree(t, filepath.Join(dir, "tree"), true)
@@ -407,6 +484,8 @@ func xsTreeScenarios() []xsScenario {
 				require.Equal(e, "link /tree/sub/c.txt", c.back["link"])
 				require.Equal(e, withoutLink(c.src), withoutLink(c.back))
 			},
+			// READLINK is refused (see "readlink"), and so the link fails.
+			xsFilesCom: noReadlinkGet, xsAWS: noReadlinkGet, xsAzure: noReadlinkGet, xsSFTPGo: noReadlinkGet, xsMinIO: noReadlinkGet,
 			// READLINK fails (see "readlink"), and so does the tree copy.
 			xsAsyncSSH: func(e *xsEnv, c copied) {
 				require.ErrorIs(e, c.get, fs.ErrNotExist)
@@ -419,11 +498,7 @@ func xsTreeScenarios() []xsScenario {
 				require.NoError(e, c.put)
 				require.Equal(e, c.src, c.up)
 			},
-			xsOnVFS: func(e *xsEnv, c copied) {
-				require.ErrorIs(e, c.put, errors.ErrUnsupported)
-				_, err := os.Lstat(e.local("up/link"))
-				require.ErrorIs(e, err, fs.ErrNotExist)
-			},
-		}),
+			xsOnVFS: noSymlinkPut,
+		}.with(noSymlinkPut, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO)),
 	}
 }

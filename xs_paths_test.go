@@ -3,6 +3,7 @@
 package sftp
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -109,6 +110,14 @@ func xsPathScenarios() []xsScenario {
 		err  error
 		stat xsRes[fs.FileInfo]
 	}
+	xsChmodRefused := func(e *xsEnv, s setattr) {
+		require.ErrorIs(e, s.err, errors.ErrUnsupported)
+		require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
+	}
+	xsChtimesRefused := func(e *xsEnv, s setattr) {
+		require.ErrorIs(e, s.err, errors.ErrUnsupported)
+		require.False(e, xsMTime.Equal(s.stat.v.ModTime()))
+	}
 
 	return []xsScenario{
 		xsCase("stat", func(t *testing.T, dir string) {
@@ -173,7 +182,9 @@ func xsPathScenarios() []xsScenario {
 
 		xsCase("mkdir", nil, func(e *xsEnv) mkdirs {
 			m := mkdirs{first: e.c.Mkdir(e.ctx, "new", 0o700)}
-			m.mode = xsLocalMode(e, "new")
+			if m.first == nil {
+				m.mode = xsLocalMode(e, "new")
+			}
 			m.again = e.c.Mkdir(e.ctx, "new", 0o700)
 			return m
 		}, xsExpect[mkdirs]{
@@ -195,7 +206,13 @@ func xsPathScenarios() []xsScenario {
 			require.NoError(e, errs[0])
 			require.NoError(e, errs[1])
 			require.DirExists(e, e.local("a/b/c"))
-		})),
+		}).with(func(e *xsEnv, errs [2]error) {
+			// A missing name stats as a directory, so MkdirAll finds a/b/c there
+			// and makes nothing: the directories come with the first file
+			// written below them.
+			require.NoError(e, errors.Join(errs[0], errs[1]))
+			require.NoDirExists(e, e.local("a/b"))
+		}, xsMinIO)),
 
 		xsCase("remove", func(t *testing.T, dir string) {
 			xsFiles(map[string]string{"f": "f", "full/g": "g"})(t, dir)
@@ -214,7 +231,12 @@ func xsPathScenarios() []xsScenario {
 			requireStatus(e, errs["full"], StatusFailure)
 			require.FileExists(e, e.local("full/g"))
 			require.ErrorIs(e, errs["missing"], fs.ErrNotExist)
-		})),
+		}).with(func(e *xsEnv, errs map[string]error) {
+			// REMOVE of a missing name is OK; Remove of "full" falls through to
+			// RMDIR (REMOVE refuses a directory), and RMDIR removes all below.
+			require.NoError(e, errors.Join(errs["f"], errs["empty"], errs["full"], errs["missing"]))
+			require.NoDirExists(e, e.local("full"))
+		}, xsMinIO)),
 
 		xsCase("removeall", xsFiles(map[string]string{"t/a/b/f": "f", "t/g": "g"}), func(e *xsEnv) [2]error {
 			return [2]error{e.c.RemoveAll(e.ctx, "t"), e.c.RemoveAll(e.ctx, "missing")}
@@ -245,6 +267,13 @@ func xsPathScenarios() []xsScenario {
 			err := e.c.Chmod(e.ctx, "f", 0o600)
 			return setattr{err, xsR(e.c.Stat(e.ctx, "f"))}
 		}, xsExpect[setattr]{
+			// "dummy values": answered OK, nothing changed.
+			xsFilesCom: func(e *xsEnv, s setattr) {
+				require.NoError(e, s.err)
+				require.Equal(e, fs.FileMode(0o644), xsLocalMode(e, "f"))
+				require.Equal(e, fs.FileMode(0o644), s.stat.v.Mode())
+			},
+			xsAWS: xsChmodRefused, xsAzure: xsChmodRefused, xsSFTPGo: xsChmodRefused, xsMinIO: xsChmodRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				require.Equal(e, fs.FileMode(0o600), xsLocalMode(e, "f"))
@@ -261,6 +290,11 @@ func xsPathScenarios() []xsScenario {
 			err := e.c.Chtimes(e.ctx, "f", xsATime, xsMTime)
 			return setattr{err, xsR(e.c.Stat(e.ctx, "f"))}
 		}, xsExpect[setattr]{
+			xsFilesCom: func(e *xsEnv, s setattr) {
+				require.NoError(e, s.err)
+				require.False(e, xsMTime.Equal(s.stat.v.ModTime()), "answered OK, unchanged")
+			},
+			xsAWS: xsChtimesRefused, xsAzure: xsChtimesRefused, xsSFTPGo: xsChtimesRefused, xsMinIO: xsChtimesRefused,
 			xsOnDisk: func(e *xsEnv, s setattr) {
 				require.NoError(e, s.err)
 				st := localStat(e, e.local("f"))
@@ -290,6 +324,7 @@ func xsPathScenarios() []xsScenario {
 				require.NoError(e, err, "accepted...")
 				require.Equal(e, []byte("0123456789"), readLocal(e, e.local("f")), "...and ignored")
 			},
+			xsAWS: xsTruncateRefused, xsSFTPGo: xsTruncateRefused, xsMinIO: xsTruncateRefused,
 			// paramiko's SFTPServer.set_file_attr, the helper its backends use,
 			// opens the file with "w+" to truncate it: everything is lost, the
 			// file is the size asked for, all zeros.
@@ -319,6 +354,7 @@ func xsPathScenarios() []xsScenario {
 			xsOnVFS:    xsLexical("/"),
 			xsAsyncSSH: xsLexical("/"),
 			xsParamiko: xsLexical("/"),
+			xsWindows:  xsWindowsRealPath,
 			// The real path of the directory, then lexically.
 			xsGreenEnd: func(e *xsEnv, got map[string]xsRes[string]) { xsLexical(e.dir+"/")(e, got) },
 			// Chrooted, so "/"; only names that exist resolve.
@@ -329,7 +365,7 @@ func xsPathScenarios() []xsScenario {
 					require.ErrorIs(e, got[n].err, fs.ErrNotExist, n)
 				}
 			},
-		}),
+		}.with(xsLexical("/"), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure, xsSFTPGo, xsMinIO, xsDrop)),
 
 		xsCase("extensions", nil, func(e *xsEnv) map[string]string { return e.c.Extensions() }, xsExpect[map[string]string]{
 			xsOnDisk: func(e *xsEnv, exts map[string]string) {
@@ -361,7 +397,9 @@ func xsPathScenarios() []xsScenario {
 			},
 			// What paramiko's server advertises itself; the backend can add none.
 			xsParamiko: xsExtensions(map[string]string{"check-file": "md5,sha1"}),
-		}),
+		}.with(xsExtensions(map[string]string{}), xsHetzner, xsSterling, xsFilesCom, xsAWS, xsAzure).
+			with(xsExtensions(map[string]string{extStatVFS: "2"}), xsSFTPGo).
+			with(xsExtensions(map[string]string{extStatVFS: "2", extHardlink: "1", extPosixRename: "1"}), xsMinIO)),
 
 		xsCase("missing", nil, func(e *xsEnv) map[string]error {
 			ctx, c := e.ctx, e.c
@@ -377,7 +415,21 @@ func xsPathScenarios() []xsScenario {
 				"truncate": c.Truncate(ctx, "missing", 0), "removeall": c.RemoveAll(ctx, "missing"),
 			}
 		}, xsExpect[map[string]error]{
-			xsOnDisk:   func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file") },
+			xsOnDisk: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file") },
+			// SETSTAT is refused before the name is looked at.
+			xsAWS:    xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsSFTPGo: xsMissingRefusing("chmod", "chtimes", "truncate"),
+			xsAzure:  xsMissingRefusing("chmod", "chtimes"),
+			xsMinIO: func(e *xsEnv, errs map[string]error) {
+				for _, op := range []string{"stat", "lstat", "remove", "removeall"} {
+					require.NoError(e, errs[op], "a missing name is a directory, and removing it is OK: %s", op)
+				}
+				for _, op := range []string{"rename", "chmod", "chtimes", "truncate"} {
+					require.ErrorIs(e, errs[op], errors.ErrUnsupported, op)
+				}
+				requireStatus(e, errs["open"], StatusFailure)
+				require.ErrorIs(e, errs["readdir"], fs.ErrNotExist)
+			},
 			xsGreenEnd: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			xsAsyncSSH: func(e *xsEnv, errs map[string]error) { xsRequireMissing(e, errs, "No such file or directory") },
 			// set_file_attr opens the file with "w+" to truncate it, so TRUNCATE

@@ -57,7 +57,7 @@ for i in $(seq 100); do
 done
 echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$work/hostkey.pub")" >"$work/known_hosts"
 
-go build -o "$work/sluice" ./cmd/sluice
+go -C cmd/sluice build -o "$work/sluice" . # its own module
 size=${SIZE:-256M}
 head -c "$size" /dev/urandom >"$work/data.bin"
 ssh=(-i "$work/id" -known-hosts "$work/known_hosts" -c aes128-gcm@openssh.com)

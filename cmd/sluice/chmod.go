@@ -75,7 +75,7 @@ const (
 func parseMode(s string) (modeChange, error) {
 	if n, err := strconv.ParseUint(s, 8, 32); err == nil {
 		if n > 0o7777 {
-			return modeChange{}, fmt.Errorf("mode %s: want at most 7777", s)
+			return modeChange{}, fmt.Errorf("invalid mode %s: want at most 7777", s)
 		}
 		m := fs.FileMode(n & 0o777)
 		for bit, fm := range map[uint64]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
@@ -84,6 +84,10 @@ func parseMode(s string) (modeChange, error) {
 			}
 		}
 		return modeChange{abs: m}, nil
+	}
+	if s != "" && strings.Trim(s, "0123456789") == "" {
+		// Digits, yet not octal: 8 or 9 somewhere.
+		return modeChange{}, fmt.Errorf("invalid mode %s: an octal mode has only the digits 0 to 7", s)
 	}
 	c := modeChange{relative: true}
 	for _, clause := range strings.Split(s, ",") {

@@ -351,7 +351,7 @@ func TestHelp(t *testing.T) {
 
 	r = runCLI(t, "get", "-h")
 	requireOK(t, r)
-	require.Contains(t, r.stdout, "sluice [flags] get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL")
+	require.Contains(t, r.stdout, "sluice [flags] get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--checksum] [--verify] [--retries n] REMOTE... LOCAL")
 	for _, f := range []string{"-r\t", "-a\t", "-p\tpreserve", "-f\t", "-j n", "-q\t", "-sync\n", "-retries n"} {
 		require.Contains(t, r.stdout, f)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sftp"
@@ -23,21 +24,19 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 		return fmt.Errorf("ls: %w", err)
 	}
 	// Like ls(1): files first, under the names given, then each directory's entries,
-	// headed by its name when there are several operands.
+	// headed by its name when there are several operands. An operand that cannot be
+	// listed (missing, unreadable) is reported and the others are listed; the command
+	// then fails.
 	var files []listEntry
 	var dirs []string
+	fails := &operandFailures{a: a, op: "ls", total: len(paths)}
 	for _, p := range paths {
-		octx, cancel := a.opCtx(ctx)
-		fi, err := s.client.Stat(octx, p)
-		if err != nil && octx.Err() == nil {
-			if fi2, lerr := s.client.Lstat(octx, p); lerr == nil {
-				fi, err = fi2, nil // a dangling link is still listed
-			}
-		}
-		err = a.timeoutError(ctx, octx, "ls "+p, err)
-		cancel()
+		fi, err := a.lsStat(ctx, s.client, p)
 		if err != nil {
-			return fmt.Errorf("ls: %w", describe(err, p))
+			if ferr := fails.add(err, p); ferr != nil {
+				return fmt.Errorf("ls: %w", ferr)
+			}
+			continue
 		}
 		if fi.IsDir() {
 			dirs = append(dirs, p)
@@ -57,33 +56,85 @@ func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
 			}
 			fmt.Fprintf(a.stdout, "%s:\n", escapeText(d))
 		}
-		octx, cancel := a.opCtx(ctx)
-		des, err := s.client.ReadDir(octx, d)
-		if errors.Is(err, sftp.ErrListingTooLarge) {
-			// Too big to hold and sort: shown as it comes, a page at a time.
-			err = a.streamList(octx, s.client, d, long)
-		}
-		err = a.timeoutError(ctx, octx, "ls "+d, err)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("ls: %w", err)
-		}
-		if des == nil {
-			continue
-		}
-		entries := make([]listEntry, 0, len(des))
-		for _, de := range des {
-			info, err := de.Info()
-			if err != nil {
-				return fmt.Errorf("ls: %w", err)
+		if err := a.lsDir(ctx, s.client, d, long); err != nil {
+			if ferr := fails.add(err, d); ferr != nil {
+				return fmt.Errorf("ls: %w", ferr)
 			}
-			entries = append(entries, listEntry{info: info, name: de.Name(), path: joinRemote(d, de.Name())})
-		}
-		if err := a.printEntries(ctx, s.client, entries, long); err != nil {
-			return err
 		}
 	}
+	return fails.result()
+}
+
+// lsStat looks at one ls operand: a dangling link is still listed.
+func (a *app) lsStat(ctx context.Context, c *sftp.Client, p string) (fs.FileInfo, error) {
+	octx, cancel := a.opCtx(ctx)
+	defer cancel()
+	fi, err := c.Stat(octx, p)
+	if err != nil && octx.Err() == nil {
+		if fi2, lerr := c.Lstat(octx, p); lerr == nil {
+			fi, err = fi2, nil
+		}
+	}
+	return fi, a.timeoutError(ctx, octx, "ls "+p, err)
+}
+
+// lsDir prints the entries of the directory d, sorted, or unsorted as they come when
+// there are too many to hold.
+func (a *app) lsDir(ctx context.Context, c *sftp.Client, d string, long bool) error {
+	octx, cancel := a.opCtx(ctx)
+	des, err := c.ReadDir(octx, d)
+	if errors.Is(err, sftp.ErrListingTooLarge) {
+		// Too big to hold and sort: shown as it comes, a page at a time.
+		err = a.streamList(octx, c, d, long)
+	}
+	err = a.timeoutError(ctx, octx, "ls "+d, err)
+	cancel()
+	if err != nil || des == nil {
+		return err
+	}
+	entries := make([]listEntry, 0, len(des))
+	for _, de := range des {
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		entries = append(entries, listEntry{info: info, name: de.Name(), path: joinRemote(d, de.Name())})
+	}
+	return a.printEntries(ctx, c, entries, long)
+}
+
+// operandFailures collects the failures of a command's operands that leave the
+// others to do (a missing or unreadable path), as ls(1) goes on past one. The command
+// then fails with the one failure, or with several listed on stderr and counted.
+type operandFailures struct {
+	a     *app
+	op    string
+	total int
+	errs  []error
+}
+
+// add records err, the failure of the operand p, if it belongs to that operand alone;
+// any other error (a lost connection, a timeout) is returned: the command stops there.
+func (f *operandFailures) add(err error, p string) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+		return describe(err, p)
+	}
+	f.errs = append(f.errs, describe(err, p))
 	return nil
+}
+
+// result is the command's error: nil when every operand was done.
+func (f *operandFailures) result() error {
+	switch len(f.errs) {
+	case 0:
+		return nil
+	case 1:
+		return withOp(f.op, f.errs[0])
+	}
+	for _, err := range f.errs {
+		fmt.Fprintf(f.a.stderr, "sluice: %s: %s\n", f.op, escapeText(dropOp(err, f.op)))
+	}
+	return &treeFailed{op: f.op, failed: len(f.errs), total: f.total, first: f.errs[0], noun: "operand", listed: true}
 }
 
 // streamList prints a directory too large for a sorted listing in the server's
@@ -350,11 +401,14 @@ func owner(fi fs.FileInfo) string {
 	return "-"
 }
 
-// describe turns a missing path into the message a user wants: which name they gave
-// does not exist.
+// describe turns a missing path, or a directory where a file was wanted, into the
+// message a user wants: which name they gave, and what is wrong with it.
 func describe(err error, p string) error {
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("no such file or directory: %s", p)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%s is a directory", p)
 	}
 	return err
 }

@@ -52,6 +52,14 @@ var putDirection = direction{
 
 // runPlan copies what pl says. label names the sources in the summary.
 func (a *app) runPlan(ctx context.Context, c *xferConn, x *xferFlags, d direction, label string, pl *copyPlan) error {
+	if pl.makeDir {
+		octx, cancel := a.opCtx(ctx)
+		err := a.timeoutError(ctx, octx, "mkdir "+pl.dir, d.mkdir(octx, c.s.client, pl.dir))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.op, err)
+		}
+	}
 	if pl.one != nil {
 		src, dst := pl.one.src, pl.one.dst
 		_, err := a.withRetries(ctx, c, x, d.op, src, dst, func(s *session, opts ...sftp.TransferOption) error {
@@ -61,14 +69,6 @@ func (a *app) runPlan(ctx context.Context, c *xferConn, x *xferFlags, d directio
 			return fmt.Errorf("%s %s -> %s: %w", d.op, src, dst, unwrapOp(err, d.op, src))
 		}
 		return nil
-	}
-	if pl.makeDir {
-		octx, cancel := a.opCtx(ctx)
-		err := a.timeoutError(ctx, octx, "mkdir "+pl.dir, d.mkdir(octx, c.s.client, pl.dir))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", d.op, err)
-		}
 	}
 	var linkErrs []error
 	for _, l := range pl.links {
@@ -93,16 +93,21 @@ func (a *app) runPlan(ctx context.Context, c *xferConn, x *xferFlags, d directio
 type treeFailed struct {
 	op            string
 	failed, total int
-	first         error // shown with the count when it is the only one
+	first         error  // shown with the count when it is the only one
+	noun          string // what failed: "file" when empty
+	listed        bool   // every failure is on stderr already, the only one too
 }
 
 func (e *treeFailed) Error() string {
-	noun := "files"
-	if e.total == 1 {
+	noun := e.noun
+	if noun == "" {
 		noun = "file"
 	}
-	if e.failed == 1 {
-		return fmt.Sprintf("%s: 1 of %d %s failed: %s", e.op, e.total, noun, userError(e.first))
+	if e.total != 1 {
+		noun += "s"
+	}
+	if e.failed == 1 && !e.listed {
+		return fmt.Sprintf("%s: 1 of %d %s failed: %s", e.op, e.total, noun, dropOp(e.first, e.op))
 	}
 	return fmt.Sprintf("%s: %d of %d %s failed (listed above)", e.op, e.failed, e.total, noun)
 }
@@ -114,7 +119,7 @@ func (e *treeFailed) Error() string {
 func (a *app) treeOutcome(op string, err error, linkErrs []error, total int) error {
 	var te *sftp.TreeError
 	if err != nil && !errors.As(err, &te) {
-		return fmt.Errorf("%s: %w", op, err)
+		return withOp(op, err)
 	}
 	failures := linkErrs
 	count := len(linkErrs)
@@ -128,7 +133,7 @@ func (a *app) treeOutcome(op string, err error, linkErrs []error, total int) err
 	total = max(total, count)
 	if count > 1 {
 		for _, f := range failures {
-			fmt.Fprintf(a.stderr, "sluice: %s: %s\n", op, escapeText(userError(f)))
+			fmt.Fprintf(a.stderr, "sluice: %s: %s\n", op, escapeText(dropOp(f, op)))
 		}
 		if more := count - len(failures); more > 0 {
 			fmt.Fprintf(a.stderr, "sluice: %s: and %d more\n", op, more)

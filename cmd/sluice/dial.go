@@ -41,7 +41,6 @@ type session struct {
 	client *sftp.Client
 	ssh    *ssh.Client   // nil for a local server
 	hops   []*ssh.Client // the ProxyJump hosts, nearest first
-	alive  func()        // stops the ServerAliveInterval probes; nil without
 	proc   *exec.Cmd     // nil over SSH
 	// local is true when the server is the default sftp-server on this machine, which
 	// sees the same files with the same working directory as this process.
@@ -77,9 +76,6 @@ func (s *session) Close() error {
 			// when the server went first) says nothing about the user's files.
 			_ = s.ssh.Close()
 		}
-		if s.alive != nil {
-			s.alive()
-		}
 		for i := len(s.hops) - 1; i >= 0; i-- {
 			_ = s.hops[i].Close()
 		}
@@ -103,6 +99,9 @@ func (c *config) clientOptions() []sftp.Option {
 	}
 	if c.channels > 0 {
 		opts = append(opts, sftp.WithChannels(c.channels))
+	}
+	if c.hashCommand {
+		opts = append(opts, sftp.WithHashCommand())
 	}
 	return opts
 }

@@ -31,6 +31,7 @@ type config struct {
 	limit            int64         // --limit: bytes per second, 0 for none
 	timeout          time.Duration // --timeout: longest wait for a reply in a metadata call
 	verbose          int           // -v, repeatable: what is dialled, tried and offered
+	hashCommand      bool          // --hash-command: sum, --verify and --checksum may run sha256sum on the server
 
 	// set records the flags given anywhere on the command line, so that flags which
 	// only make sense for SSH can be refused when there is no host.
@@ -39,7 +40,7 @@ type config struct {
 
 // sshOnlyFlags are meaningless without a host; giving one with a bare path almost
 // always means a forgotten "host:", so it is a usage error rather than ignored.
-var sshOnlyFlags = []string{"i", "known-hosts", "insecure-accept-unknown-host", "P", "l", "c", "F", "J", "o"}
+var sshOnlyFlags = []string{"i", "known-hosts", "insecure-accept-unknown-host", "P", "l", "c", "F", "J", "o", "hash-command"}
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -105,7 +106,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Var(rateValue{&c.limit}, "limit", "cap the bandwidth at `rate` bytes/s each way, e.g. 500K, 10M (a bare number is KiB/s)")
 	fs.Var(countFlag{&c.verbose, 1}, "v", "verbose: say on stderr what is dialled and how, which logins are tried and which worked,\nthe server's version, SFTP extensions and limits, and the connections used (-vv: more)")
 	fs.Var(countFlag{&c.verbose, 2}, "vv", "as -v -v")
-	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never")
+	fs.BoolVar(&c.hashCommand, "hash-command", false, "let sum, --verify and --checksum run sha256sum (sha1sum, md5sum...) on the server over SSH,\nso that only the hash crosses the network; off by default: it starts a process there")
+	fs.DurationVar(&c.timeout, "timeout", defaultOpTimeout, "give up on a metadata call (ls, stat, mkdir, rm, ~ and glob expansion) when the server sends no reply for `duration`; 0 for never. Transfers are not bounded by it: a connection that goes silent is given up after ServerAliveInterval x ServerAliveCountMax (10s x 3 unless ssh_config or -o say otherwise)")
 }
 
 // defaultOpTimeout bounds a metadata call: long enough for a listing of a very large

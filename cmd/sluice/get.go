@@ -56,24 +56,22 @@ type destInfo struct {
 
 // lookLocalDest looks at a get's destination, and refuses one that cannot be what the
 // sources need: a directory for several sources or a trailing slash, and a parent
-// that exists for a new name.
+// that exists for a new name (a missing directory is made, its parents are not).
 func lookLocalDest(local string, several bool) (destInfo, error) {
-	d := destInfo{path: local, slash: strings.HasSuffix(local, "/") || strings.HasSuffix(local, string(filepath.Separator))}
+	d := destInfo{path: filepath.Clean(local), slash: strings.HasSuffix(local, "/") || strings.HasSuffix(local, string(filepath.Separator))}
 	fi, err := os.Stat(local)
 	d.exists, d.isDir = err == nil, err == nil && fi.IsDir()
 	switch {
 	case d.isDir:
 		return d, nil
 	case d.exists && (several || d.slash):
-		return d, fmt.Errorf("not a directory: %s", local)
+		return d, fmt.Errorf("not a directory: %s", d.path)
 	case d.exists:
 		return d, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return d, err
-	case several || d.slash:
-		return d, fmt.Errorf("no such directory: %s", strings.TrimRight(filepath.ToSlash(local), "/"))
 	}
-	parent := filepath.Dir(filepath.Clean(local))
+	parent := filepath.Dir(d.path)
 	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
 		return d, fmt.Errorf("no such directory: %s", parent)
 	}
@@ -87,17 +85,17 @@ func lookLocalDest(local string, several bool) (destInfo, error) {
 func (a *app) remoteSources(ctx context.Context, c *sftp.Client, rs []remote) (srcs []source, operands []string, several bool, err error) {
 	several = len(rs) > 1
 	for _, r := range rs {
-		p, err := a.expandRemote(ctx, c, r.Path)
+		p, pattern, err := a.expandOperand(ctx, c, r.Path)
 		if err != nil {
 			return nil, nil, false, err
 		}
 		operands = append(operands, p)
-		if !hasGlob(p) {
+		if pattern == "" {
 			name, slash := remoteBase(r.Path)
 			srcs = append(srcs, source{path: p, name: name, slash: slash})
 			continue
 		}
-		matches, err := a.glob(ctx, c, p)
+		matches, err := a.glob(ctx, c, pattern)
 		if err != nil {
 			return nil, nil, false, err
 		}

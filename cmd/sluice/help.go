@@ -17,12 +17,17 @@ Where the copy lands is rsync's rule:
                                  run again, it lands there again (--sync skips what is there)
   put -r photos/ box:backup      the contents of photos land in backup
   put f.txt box:dir              into dir as dir/f.txt when dir is a directory, else as dir
-  put a b 'c*' box:dir/          several sources: dir must be a directory
+  put f.txt box:dir/             into dir as dir/f.txt (dir is made if missing)
+  put a b 'c*' box:dir/          several sources, or a glob: into dir (made if missing)
   put - box:f.txt                standard input, to a part name, renamed into place when done
 
 Each file is written under .NAME.sluice-part and renamed into place when complete; -a
 continues part files. A tree goes on past a file that fails and exits 1 with the count of
-failures (--fail-fast stops at the first). Links inside a tree are copied as links.`,
+failures (--fail-fast stops at the first). Links inside a tree are copied as links.
+
+--verify hashes each file as it is sent and renames it into place only if the server's
+hash of it agrees; against OpenSSH add --hash-command, or the file is read back to hash it.
+--checksum skips files whose remote copy has the same size and hash, whatever the times.`,
 	"get": `Download REMOTE files (directories with -r) to LOCAL. REMOTE may be a glob.
 
 Where the copy lands is rsync's rule, the same as put's:
@@ -31,14 +36,20 @@ Where the copy lands is rsync's rule, the same as put's:
   get -r box:photos/ restore     the contents of photos land in restore
   get -r box:~ restore           ~ has no name of its own: its contents land in restore
   get box:f.txt dir              into dir as dir/f.txt when dir is a directory, else as dir
-  get 'box:logs/*.log' out/      a glob or several sources: one transfer into out/
+  get box:f.txt dir/             into dir as dir/f.txt (dir is made if missing)
+  get 'box:logs/*.log' out/      a glob or several sources: one transfer into out/ (made if
+                                 missing)
   get box:f.txt -                to standard output, as it arrives (no part file)
 
 The server never names a local file: only what you typed, or what was listed under what
 you typed. -p and --sync never change the mode or times of a directory you named as the
 destination, only of what the copy made. Each file is written under NAME.sluice-part and
 renamed into place when complete; -a continues part files. A tree goes on past a file
-that fails and exits 1 with the count (--fail-fast stops at the first).`,
+that fails and exits 1 with the count (--fail-fast stops at the first).
+
+--verify hashes each file as it arrives and renames it into place only if the server's
+hash of the source agrees; against OpenSSH add --hash-command, or the file is read twice.
+--checksum skips files whose local copy has the same size and hash, whatever the times.`,
 	"ls":    "List remote files and directories, sorted by name; -l shows modes, owners (names where the\nserver gives them, ids otherwise), sizes, times and link targets. REMOTE may be a glob.",
 	"rm":    "Remove remote files; -r removes directories and everything in them. REMOTE may be a glob.",
 	"mkdir": "Make remote directories; -p makes the parents too, and an existing directory is no error.",

@@ -72,9 +72,13 @@ var hostKeywords = []hostStep{
 	{"GlobalKnownHostsFile", applyGlobalKnownHosts},
 	{"StrictHostKeyChecking", applyStrict},
 	{"ConnectTimeout", seconds("ConnectTimeout", func(hc *hostConfig) *time.Duration { return &hc.connectTimeout })},
-	{"ServerAliveInterval", seconds("ServerAliveInterval", func(hc *hostConfig) *time.Duration { return &hc.aliveInterval })},
+	{"ServerAliveInterval", applyAliveInterval},
 	{"ServerAliveCountMax", applyAliveCountMax},
 	{"Ciphers", applyCiphers},
+	{"KexAlgorithms", applyAlgorithms(kexKind, func(hc *hostConfig) *[]string { return &hc.kexAlgos })},
+	{"MACs", applyAlgorithms(macKind, func(hc *hostConfig) *[]string { return &hc.macs })},
+	{"HostKeyAlgorithms", applyAlgorithms(hostKeyKind, func(hc *hostConfig) *[]string { return &hc.hostKeyAlgos })},
+	{"HostKeyAlias", applyHostKeyAlias},
 }
 
 // resolveHost works out hc for r: the operand's user and port win, then the flags,
@@ -276,6 +280,18 @@ func applyStrict(l *hostLookup, hc *hostConfig) error {
 		return fmt.Errorf("ssh_config: StrictHostKeyChecking %s: want yes, accept-new, no or ask", v)
 	}
 	return nil
+}
+
+// defaultAliveInterval is sluice's ServerAliveInterval when ssh_config and -o set none
+// (OpenSSH's is 0, off): with ServerAliveCountMax's 3, a connection gone silent (no
+// FIN, no reset: a NAT that forgot it, a cable pulled) ends the transfer within about
+// 30 s, and --retries reconnects, where without it the command would hang for good.
+const defaultAliveInterval = 10 * time.Second
+
+// applyAliveInterval: ServerAliveInterval, sluice's default when unset, 0 for off.
+func applyAliveInterval(l *hostLookup, hc *hostConfig) error {
+	hc.aliveInterval = defaultAliveInterval
+	return seconds("ServerAliveInterval", func(hc *hostConfig) *time.Duration { return &hc.aliveInterval })(l, hc)
 }
 
 func applyAliveCountMax(l *hostLookup, hc *hostConfig) error {

@@ -64,7 +64,11 @@ type hostCheck struct {
 	// algorithms restricts the host key types the client asks for to those
 	// known_hosts lists for this host. Without it x/crypto prefers ECDSA, and a host
 	// known by its Ed25519 key (what OpenSSH records first) would look changed.
+	// HostKeyAlgorithms orders them, and is the list when known_hosts has none.
 	algorithms []string
+	known      []string // the algorithms of the keys known_hosts lists for the host
+	// name is what known_hosts knows the host by: its address, or HostKeyAlias.
+	name string
 
 	called   bool
 	err      error
@@ -75,18 +79,29 @@ type hostCheck struct {
 var probeKey, _ = ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
 
 func (db *hostKeyDB) checker(addr string, remoteAddr net.Addr, hc *hostConfig, p *prompter, warn io.Writer) *hostCheck {
-	c := &hostCheck{db: db, hc: hc, prompt: p, warn: warn}
-	if db.cb == nil {
-		return c
+	c := &hostCheck{db: db, hc: hc, prompt: p, warn: warn, name: addr}
+	if hc.hostKeyAlias != "" {
+		// As OpenSSH: the alias alone, without the port, names the host's lines.
+		c.name = net.JoinHostPort(hc.hostKeyAlias, "22")
 	}
+	var known []string
 	var ke *knownhosts.KeyError
-	if err := db.cb(addr, remoteAddr, probeKey); errors.As(err, &ke) {
+	if db.cb != nil && errors.As(db.cb(c.name, remoteAddr, probeKey), &ke) {
 		for _, k := range ke.Want {
 			for _, a := range hostKeyAlgorithms(k.Key.Type()) {
-				if !slices.Contains(c.algorithms, a) {
-					c.algorithms = append(c.algorithms, a)
+				if !slices.Contains(known, a) {
+					known = append(known, a)
 				}
 			}
+		}
+	}
+	c.algorithms, c.known = known, known
+	if hc.hostKeyAlgos != nil {
+		c.algorithms = slices.DeleteFunc(slices.Clone(hc.hostKeyAlgos), func(a string) bool {
+			return len(known) > 0 && !slices.Contains(known, a)
+		})
+		if len(c.algorithms) == 0 {
+			c.algorithms = hc.hostKeyAlgos // the key offered is then checked, and refused, as changed
 		}
 	}
 	return c
@@ -101,9 +116,9 @@ func hostKeyAlgorithms(t string) []string {
 	return []string{t}
 }
 
-func (c *hostCheck) callback(hostname string, remoteAddr net.Addr, key ssh.PublicKey) error {
+func (c *hostCheck) callback(_ string, remoteAddr net.Addr, key ssh.PublicKey) error {
 	c.called = true
-	c.err = c.check(hostname, remoteAddr, key)
+	c.err = c.check(c.name, remoteAddr, key)
 	if c.err == nil {
 		c.accepted = key
 	}
@@ -246,9 +261,9 @@ func (db *hostKeyDB) describe() string {
 // handshakeHint explains a handshake failure that happened before the host key was
 // seen while the key types were restricted: the server offers none of the known ones.
 func (c *hostCheck) handshakeHint() string {
-	if c.called || len(c.algorithms) == 0 {
+	if c.called || len(c.known) == 0 {
 		return ""
 	}
 	return fmt.Sprintf(" (known_hosts lists only %s keys for this host; if the server no longer has one, its key changed)",
-		strings.Join(c.algorithms, ", "))
+		strings.Join(c.known, ", "))
 }

@@ -113,7 +113,7 @@ type copyPlan struct {
 	roots    []string   // the sources of GetAll or PutAll, on the source side
 	links    []copyPair // links directly under a contents source
 	dir      string     // where roots and links land
-	makeDir  bool       // dir is missing and is made first
+	makeDir  bool       // dir is missing and is made first (for one file too, typed DST/)
 	copyRoot string     // for the summary: the copy's name when there is one root, else dir
 }
 
@@ -124,6 +124,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 	list func(dir string) ([]listedEntry, error)) (*copyPlan, error) {
 	pl := &copyPlan{dir: dst.path, copyRoot: dst.path}
 	var named []copyPair
+	inside := false // a single file copied inside dst
 	for _, s := range srcs {
 		l, err := landOf(s.name, s.slash, s.dir, several, dst.isDir || dst.slash)
 		if err != nil {
@@ -133,7 +134,7 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 		case l == landAs:
 			pl.one = &copyPair{s.path, dst.path}
 		case l == landInside && !several && !s.dir:
-			pl.one = &copyPair{s.path, join(dst.path, s.name)}
+			pl.one, inside = &copyPair{s.path, join(dst.path, s.name)}, true
 		case l == landInside:
 			pl.roots = append(pl.roots, s.path)
 			named = append(named, copyPair{s.path, s.name})
@@ -145,21 +146,28 @@ func planCopy(op string, srcs []source, several bool, dst destInfo, join func(di
 			if err != nil {
 				return nil, err
 			}
-			for _, e := range entries {
-				named = append(named, copyPair{e.src, e.name})
-				if e.link {
-					pl.links = append(pl.links, copyPair{e.src, join(dst.path, e.name)})
-				} else {
-					pl.roots = append(pl.roots, e.src)
-				}
-			}
+			named = pl.addContents(named, entries, dst.path, join)
 		}
 	}
 	if pl.one == nil && dst.exists && !dst.isDir {
 		return nil, fmt.Errorf("%s: not a directory: %s", op, dst.path)
 	}
-	pl.makeDir = pl.one == nil && !dst.exists
+	pl.makeDir = (pl.one == nil || inside) && !dst.exists
 	return pl, checkNames(op, named)
+}
+
+// addContents adds the entries of a source whose contents land in dir: links are
+// made by the command, the rest are roots. It returns named with their names added.
+func (pl *copyPlan) addContents(named []copyPair, entries []listedEntry, dir string, join func(dir, name string) string) []copyPair {
+	for _, e := range entries {
+		named = append(named, copyPair{e.src, e.name})
+		if e.link {
+			pl.links = append(pl.links, copyPair{e.src, join(dir, e.name)})
+		} else {
+			pl.roots = append(pl.roots, e.src)
+		}
+	}
+	return named
 }
 
 // listedEntry is an entry of a directory whose contents are copied.

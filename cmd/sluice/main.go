@@ -32,17 +32,33 @@ const (
 )
 
 func main() {
+	ctx, stop := signalContext()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// signalContext is the context of a run: SIGINT or SIGTERM cancels it, with a
+// signalError as its cause, and the command winds down: the transfers stop, the
+// library cuts their part files to what is known written (briefly: see
+// interruptGrace), and the connection closes. A second signal ends the process at
+// once, with the same exit code, leaving the part files as they are (they resume
+// from the point the library proves without the cut). stop stops listening for them.
+func signalContext() (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		cancel(signalError{s.(syscall.Signal)})
 		if s, ok := <-sigs; ok {
-			cancel(signalError{s.(syscall.Signal)})
+			os.Exit(exitSignal + int(s.(syscall.Signal)))
 		}
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	signal.Stop(sigs)
-	os.Exit(code)
+	return ctx, func() { signal.Stop(sigs) }
 }
 
 // signalError is the cause of a run's cancellation by a signal.
@@ -105,8 +121,8 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] LOCAL... REMOTE", (*app).put),
-		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--retries n] REMOTE... LOCAL", (*app).get),
+		"put": xferCommand("put [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--checksum] [--verify] [--retries n] LOCAL... REMOTE", (*app).put),
+		"get": xferCommand("get [-r] [-a] [-p] [-f] [-j n] [-q] [--sync] [--checksum] [--verify] [--retries n] REMOTE... LOCAL", (*app).get),
 		"ls": {"ls [-l] REMOTE...", 1, 0, true, func(fs *flag.FlagSet) func(context.Context, *app, []string) error {
 			long := fs.Bool("l", false, "long listing: mode, size, time, owner where the server says, and link targets")
 			return func(ctx context.Context, a *app, args []string) error { return a.ls(ctx, args, *long) }
@@ -132,6 +148,7 @@ func init() {
 		"cat": {"cat REMOTE...", 1, 0, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
 			return func(ctx context.Context, a *app, args []string) error { return a.cat(ctx, args) }
 		}},
+		"sum": sumCommand(),
 		"help": {"help [COMMAND]", 0, 1, false, func(*flag.FlagSet) func(context.Context, *app, []string) error {
 			return func(_ context.Context, a *app, args []string) error { return a.help(args) }
 		}},
@@ -173,9 +190,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "sluice: %s\nRun 'sluice -h' for usage.\n", escapeText(ue.msg))
 		return exitUsage
 	case ctx.Err() != nil:
-		// The interrupt closed the connection under the operation: its error would
-		// only describe that. Cleanup (part files kept, handles closed, local servers
-		// stopped) is done by the time dispatch returns.
+		// The interrupt stopped the operation: its error would only describe that.
+		// Cleanup (part files cut and kept, handles closed, local servers stopped) is
+		// done by the time dispatch returns.
 		fmt.Fprintln(a.stderr, "sluice: interrupted")
 		var se signalError
 		if errors.As(context.Cause(ctx), &se) {
@@ -397,8 +414,16 @@ func (a *app) targets(args []string) ([]remote, error) {
 	return out, nil
 }
 
-// open connects for r and closes the session when ctx ends, which is what stops a
-// transfer in progress on SIGINT.
+// interruptGrace is how long after ctx ends (an interrupt) the session stays open for
+// the command to wind down by itself: its library calls return at once, and closing
+// the session lets the stopped uploads cut and mark their part files (Client.Close
+// waits for that, a few round trips at most), so that the next -a continues them from
+// their end. Past it the session is closed under whatever has not ended.
+const interruptGrace = 5 * time.Second
+
+// open connects for r. When ctx ends (an interrupt), the command's calls end with it
+// and the command closes the session; if it has not within interruptGrace, open's
+// watch closes it.
 func (a *app) open(ctx context.Context, r remote) (*session, func() error, error) {
 	if r.hasHost() && a.sshCfg == nil {
 		c, err := loadSSHConfig(a.cfg.configFile, a.cfg.options)
@@ -414,11 +439,35 @@ func (a *app) open(ctx context.Context, r remote) (*session, func() error, error
 	if err != nil {
 		return nil, nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = s.Close() })
+	stop := afterGrace(ctx, interruptGrace, func() { _ = s.Close() })
 	return s, func() error {
 		stop()
 		return s.Close()
 	}, nil
+}
+
+// afterGrace runs fn in its own goroutine grace after ctx ends, unless stop is called
+// first.
+func afterGrace(ctx context.Context, grace time.Duration, fn func()) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	unhook := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer = time.AfterFunc(grace, fn)
+		}
+	})
+	return func() {
+		unhook()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+	}
 }
 
 // openTargets parses the remote operands args and connects to the host of the first:

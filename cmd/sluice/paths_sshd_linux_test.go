@@ -98,9 +98,10 @@ func TestSSHHomeGlobsRmSync(t *testing.T) {
 	require.Contains(t, r.stderr, "5 unchanged skipped")
 
 	// Errors name what was typed and say what is wrong, never a part file.
+	// (dir/ would be made, as a destination ending in / is; its parent is not.)
 	r = runCLI(t, "put", filepath.Join(tree, "a.txt"), "box:/missing/dir/")
 	require.Equal(t, exitFail, r.code)
-	require.Equal(t, "sluice: put: no such directory: /missing/dir\n", r.stderr)
+	require.Equal(t, "sluice: put: no such directory: /missing\n", r.stderr)
 	r = runCLI(t, "put", filepath.Join(tree, "a.txt"), "box:~/"+base+"/nodir/f")
 	require.Equal(t, "sluice: put: no such directory: "+home+"/"+base+"/nodir\n", r.stderr)
 	r = runCLI(t, "put", filepath.Join(tree, "a.txt"), filepath.Join(tree, "b.txt"), "box:~/"+base+"/tree/a.txt")

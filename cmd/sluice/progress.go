@@ -47,20 +47,30 @@ type display struct {
 	// own report replaces it with the library's exact name.
 	dst string
 
-	mu           sync.Mutex
-	began        time.Time
-	drawnAt      time.Time // also the start of the first throttle interval
-	drawn        bool      // a status line is on the screen
-	samples      []sample  // for the rate: at began and at each drawing, the last rateWindow
-	last         sftp.Progress
-	events       bool            // any report arrived
-	tree         bool            // a report named a file other than src
-	active       map[string]bool // files started and not yet ended
-	resumed      int64           // bytes that part files already held when their files started, and skipped files' bytes
-	skipped      int             // files --sync left alone
-	skippedBytes int64           // their bytes, part of resumed
-	failed       int             // files that failed (a tree goes on past them)
-	done         bool            // finish has run: draw no more
+	mu      sync.Mutex
+	began   time.Time
+	drawnAt time.Time // also the start of the first throttle interval
+	drawn   bool      // a status line is on the screen
+	samples []sample  // for the rate: at began and at each drawing, the last rateWindow
+	last    sftp.Progress
+	events  bool            // any report arrived
+	tree    bool            // a report named a file other than src
+	active  map[string]bool // files started and not yet ended
+	resumed int64           // bytes that part files held before this run, when their files started
+	skipped int             // files --sync left alone
+	failed  int             // files that failed in this try (a tree goes on past them)
+	done    bool            // finish has run: draw no more
+
+	// A transfer tried again (--retries) keeps one display: the library's counts are
+	// each try's, and these carry the earlier tries'.
+	before     tryTotals
+	tryOffsets int64 // this try: what files already held when they started (not moved by it)
+	tryDone    int64 // this try: the bytes of the files it completed
+	// interrupted are the files an earlier try started and did not finish: a retry
+	// continues them from bytes this run moved, not resumed ones. Kept only when
+	// retrying is set.
+	interrupted map[string]bool
+	retrying    bool
 
 	stopTick chan struct{}
 	tickDone chan struct{}
@@ -71,14 +81,22 @@ type sample struct {
 	moved int64
 }
 
+// tryTotals are what the earlier tries of a transfer did.
+type tryTotals struct {
+	files int   // completed (moved or skipped): a retry leaves them out
+	bytes int64 // the completed files' bytes
+	moved int64 // bytes moved
+}
+
 func newDisplay(w io.Writer, live bool, cols func() int, now func() time.Time, op, src, dst string) *display {
 	began := now()
 	return &display{
 		w: w, now: now, live: live, cols: cols,
 		op: op, src: src, dst: dst,
 		began: began, drawnAt: began,
-		samples: []sample{{began, 0}},
-		active:  map[string]bool{},
+		samples:     []sample{{began, 0}},
+		active:      map[string]bool{},
+		interrupted: map[string]bool{},
 	}
 }
 
@@ -88,21 +106,30 @@ func (d *display) update(p sftp.Progress) {
 	defer d.mu.Unlock()
 	ended := p.Done || p.Err != nil
 	if p.Skipped {
-		// Up to date already: its bytes count in the total, not in the rate.
-		d.skipped++
-		d.resumed += p.Bytes
-		d.skippedBytes += p.Bytes
+		d.skipped++ // up to date already: nothing of it moves, nothing counts
 	}
 	if !d.active[p.Path] && !ended {
 		// A file's first report: its bytes were in its part file already, and are not
 		// part of the rate.
 		d.active[p.Path] = true
-		d.resumed += p.Bytes
+		d.tryOffsets += p.Bytes
+		if !d.interrupted[p.Path] {
+			d.resumed += p.Bytes
+		}
 	}
 	if ended {
 		delete(d.active, p.Path)
 	}
-	if p.Err != nil {
+	switch {
+	case p.Done:
+		delete(d.interrupted, p.Path)
+		if !p.Skipped {
+			d.tryDone += p.Bytes
+		}
+	case p.Err != nil && d.retrying:
+		d.interrupted[p.Path] = true
+	}
+	if p.Err != nil && !p.Canceled {
 		d.failed++
 	}
 	// Get and Put report a single file under the source name they were given, and a
@@ -115,6 +142,33 @@ func (d *display) update(p sftp.Progress) {
 	d.last, d.events = p, true
 	d.redraw(d.now())
 }
+
+// retry starts the display's next try (--retries): what this one completed and moved
+// is carried over, and its failures are forgotten, as their files are tried again.
+func (d *display) retry() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.before.files += d.last.Files
+	d.before.bytes += d.tryDone
+	d.before.moved += d.last.TotalBytes - d.tryOffsets
+	d.last = sftp.Progress{Path: d.last.Path, Dest: d.last.Dest}
+	d.tryOffsets, d.tryDone, d.failed = 0, 0, 0
+	clear(d.active)
+}
+
+// totalBytes, totalSize, files and filesTotal are the library's counts with the earlier
+// tries' added. d.mu must be held.
+func (d *display) totalBytes() int64 { return d.before.bytes + d.last.TotalBytes }
+
+func (d *display) totalSize() int64 {
+	if d.last.TotalSize < 0 {
+		return -1
+	}
+	return d.before.bytes + d.last.TotalSize
+}
+
+func (d *display) files() int      { return d.before.files + d.last.Files }
+func (d *display) filesTotal() int { return d.before.files + d.last.FilesTotal }
 
 // tick redraws without a report, so the rate and ETA move on when the data does not.
 func (d *display) tick() {
@@ -198,8 +252,9 @@ func (d *display) redraw(now time.Time) {
 	d.drawn, d.drawnAt = true, now
 }
 
-// moved is the bytes this run has moved: resumed bytes were there before it.
-func (d *display) moved() int64 { return d.last.TotalBytes - d.resumed }
+// moved is the bytes this run has moved: what files held when they started was
+// there before this try.
+func (d *display) moved() int64 { return d.before.moved + d.last.TotalBytes - d.tryOffsets }
 
 // status is the line shown while the transfer runs, e.g.
 // "big.bin  512.0 MiB / 1.0 GiB   50%  100.0 MiB/s  ETA 0:05", or for a tree
@@ -209,7 +264,7 @@ func (d *display) status(rate float64, cols int) string {
 	p := d.last
 	var head string
 	if d.tree {
-		head = fmt.Sprintf("%d/%d files", p.Files, p.FilesTotal)
+		head = fmt.Sprintf("%d/%d files", d.files(), d.filesTotal())
 	} else if d.op == "get" {
 		head = escapeText(path.Base(p.Path))
 	} else {
@@ -220,20 +275,21 @@ func (d *display) status(rate float64, cols int) string {
 		rateStr = formatBytes(int64(rate)) + "/s"
 	}
 	var tail string
-	if p.TotalSize < 0 { // the server did not give a size: no total, percentage or ETA
-		tail = fmt.Sprintf("  %s  %s", formatBytes(p.TotalBytes), rateStr)
+	total, size := d.totalBytes(), d.totalSize()
+	if size < 0 { // the server did not give a size: no total, percentage or ETA
+		tail = fmt.Sprintf("  %s  %s", formatBytes(total), rateStr)
 	} else {
 		pct := 100
-		if p.TotalSize > 0 {
-			pct = min(100, int(float64(p.TotalBytes)*100/float64(p.TotalSize)))
+		if size > 0 {
+			pct = min(100, int(float64(total)*100/float64(size)))
 		}
 		eta := "--:--"
-		if left := p.TotalSize - p.TotalBytes; left <= 0 {
+		if left := size - total; left <= 0 {
 			eta = formatETA(0)
 		} else if rate > 0 {
 			eta = formatETA(time.Duration(float64(left) / rate * float64(time.Second)))
 		}
-		tail = fmt.Sprintf("  %s / %s  %3d%%  %s  ETA %s", formatBytes(p.TotalBytes), formatBytes(p.TotalSize), pct, rateStr, eta)
+		tail = fmt.Sprintf("  %s / %s  %3d%%  %s  ETA %s", formatBytes(total), formatBytes(size), pct, rateStr, eta)
 	}
 	return fit(head, tail, cols, !d.tree)
 }
@@ -272,9 +328,9 @@ func (d *display) summary(now time.Time) string {
 	if secs > 0 {
 		rate = float64(d.moved()) / (1 << 20) / secs
 	}
-	what := fmt.Sprintf("%d bytes", d.last.TotalBytes)
-	if r := d.resumed - d.skippedBytes; r > 0 {
-		what += fmt.Sprintf(" (%d resumed)", r)
+	what := fmt.Sprintf("%d bytes", d.totalBytes())
+	if d.resumed > 0 {
+		what += fmt.Sprintf(" (%d resumed)", d.resumed)
 	}
 	if d.skipped > 0 {
 		what += fmt.Sprintf(", %d unchanged skipped", d.skipped)
@@ -286,10 +342,10 @@ func (d *display) summary(now time.Time) string {
 	// tree without files.
 	if d.tree || !d.events {
 		noun := "files"
-		if d.last.Files == 1 {
+		if d.files() == 1 {
 			noun = "file"
 		}
-		what = fmt.Sprintf("%d %s, %s", d.last.Files, noun, what)
+		what = fmt.Sprintf("%d %s, %s", d.files(), noun, what)
 	}
 	// src and dst may hold server names: escaped like everything else printed.
 	return escapeText(fmt.Sprintf("%s %s -> %s: %s in %.2f s, %.1f MiB/s", d.op, d.src, d.dst, what, secs, rate))

@@ -36,8 +36,8 @@ func (a *app) put(ctx context.Context, locals []string, remoteArg string, x *xfe
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
-	dst := destInfo{path: dir, slash: strings.HasSuffix(r.Path, "/")}
-	dst.exists, dst.isDir, err = a.checkRemoteDest(ctx, c.s.client, dir, several || dst.slash)
+	dst := destInfo{path: cleanRemote(dir), slash: strings.HasSuffix(r.Path, "/")}
+	dst.exists, dst.isDir, err = a.checkRemoteDest(ctx, c.s.client, dst.path, several || dst.slash)
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
@@ -69,6 +69,16 @@ func localSources(locals []string, recursive bool) ([]source, error) {
 		srcs = append(srcs, source{path: l, name: name, slash: slash, dir: fi.IsDir()})
 	}
 	return srcs, nil
+}
+
+// cleanRemote is a remote destination without doubled or trailing slashes, so the
+// names joined to it (and shown in messages) are clean; "" (the login directory)
+// stays "".
+func cleanRemote(p string) string {
+	if p == "" {
+		return p
+	}
+	return path.Clean(p)
 }
 
 // listLocal lists a local directory whose contents land in the remote DST.
@@ -107,10 +117,11 @@ func putLink(ctx context.Context, c *sftp.Client, p copyPair) error {
 }
 
 // checkRemoteDest looks at a put's destination before anything moves, so that a
-// mistake is reported in the user's terms ("no such directory: /missing/dir") rather
+// mistake is reported in the user's terms ("no such directory: /missing") rather
 // than through the part file a failed OPEN would name. mustBeDir is set when several
-// sources go there or REMOTE ends in '/'. It reports whether dst exists and whether
-// it is a directory.
+// sources go there or REMOTE ends in '/'. A missing dst is made by the copy, so its
+// parent must be a directory. It reports whether dst exists and whether it is a
+// directory.
 func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, mustBeDir bool) (exists, isDir bool, err error) {
 	octx, cancel := a.opCtx(ctx)
 	defer cancel()
@@ -137,8 +148,6 @@ func (a *app) checkRemoteDest(ctx context.Context, c *sftp.Client, dst string, m
 		return true, false, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, false, a.timeoutError(ctx, octx, "stat "+dst, err)
-	case mustBeDir:
-		return false, false, fmt.Errorf("no such directory: %s", strings.TrimSuffix(dst, "/"))
 	}
 	switch {
 	case errors.Is(perr, fs.ErrNotExist):

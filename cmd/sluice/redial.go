@@ -93,16 +93,9 @@ func (r *redialer) dialCounted(ctx context.Context) (*ssh.Client, error) {
 	r.made++
 	r.watchers.Add(1)
 	r.mu.Unlock()
-	var stopAlive func()
-	if r.hc.aliveInterval > 0 {
-		stopAlive = keepAlive(sc, r.hc.aliveInterval, r.hc.aliveCountMax)
-	}
 	go func() {
 		defer r.watchers.Done()
 		_ = sc.Wait()
-		if stopAlive != nil {
-			stopAlive()
-		}
 		r.mu.Lock()
 		delete(r.conns, sc)
 		r.mu.Unlock()
@@ -192,7 +185,7 @@ func (r *redialer) dialOnce(ctx context.Context) (*ssh.Client, error) {
 	}
 	want := r.login.hostKey
 	sc := &ssh.ClientConfig{
-		Config:            ssh.Config{Ciphers: r.hc.ciphers},
+		Config:            r.hc.sshAlgorithms(),
 		User:              r.hc.user,
 		Auth:              r.login.auth.methods(ag),
 		HostKeyCallback:   r.checkHostKey,

@@ -10,12 +10,42 @@ import (
 	"github.com/sluicehq/sftp"
 )
 
-// expandHome resolves a leading "~" or "~/" of a remote path to the login directory on
-// the server (home-directory or expand-path@openssh.com, else the start directory,
-// where OpenSSH's server starts), and "~user/..." with expand-path@openssh.com.
+// expandRemote resolves a leading "~" or "~/" of a remote path to the login directory
+// on the server (home-directory or expand-path@openssh.com, else the start directory,
+// where OpenSSH's server starts), and "~user/..." with expand-path@openssh.com. The
+// result is a path, to be used as one: see expandOperand for an operand that may be a
+// pattern.
 func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (string, error) {
+	home, rest, err := a.expandHome(ctx, c, p)
+	if err != nil {
+		return "", err
+	}
+	return joinHome(home, rest), nil
+}
+
+// expandOperand is expandRemote for an operand that may be a pattern: it returns the
+// path, and, when what the user typed after ~ holds pattern characters, the pattern to
+// match (else ""). What the server said ~ is goes into the pattern quoted: it is a
+// path, never syntax (a home the server calls "/.[bp]*" names that one directory, and
+// must not match /.bashrc and /.profile). The ~ or ~user itself is a name to expand,
+// never a pattern.
+func (a *app) expandOperand(ctx context.Context, c *sftp.Client, p string) (lit, pattern string, err error) {
+	home, rest, err := a.expandHome(ctx, c, p)
+	if err != nil {
+		return "", "", err
+	}
+	lit = joinHome(home, rest)
+	if hasGlob(rest) {
+		pattern = joinHome(sftp.QuoteGlob(home), rest)
+	}
+	return lit, pattern, nil
+}
+
+// expandHome splits p into the server's expansion of its leading ~ or ~user (home,
+// "" when p has none) and the rest, as typed.
+func (a *app) expandHome(ctx context.Context, c *sftp.Client, p string) (home, rest string, err error) {
 	if !strings.HasPrefix(p, "~") {
-		return p, nil
+		return "", p, nil
 	}
 	octx, cancel := a.opCtx(ctx)
 	defer cancel()
@@ -23,24 +53,29 @@ func (a *app) expandRemote(ctx context.Context, c *sftp.Client, p string) (strin
 	if first == "~" {
 		home, err := c.HomeDir(octx)
 		if err != nil {
-			return "", a.timeoutError(ctx, octx, "finding the home directory", err)
+			return "", "", a.timeoutError(ctx, octx, "finding the home directory", err)
 		}
-		if rest == "" {
-			return home, nil
-		}
-		return path.Join(home, rest), nil
+		return home, rest, nil
 	}
 	if _, ok := c.Extensions()["expand-path@openssh.com"]; !ok {
-		return "", fmt.Errorf("%s: the server cannot expand ~user (no expand-path@openssh.com); give the full path", p)
+		return "", "", fmt.Errorf("%s: the server cannot expand ~user (no expand-path@openssh.com); give the full path", p)
 	}
 	dir, err := c.RealPath(octx, first)
 	if err != nil {
-		return "", a.timeoutError(ctx, octx, "expanding "+first, err)
+		return "", "", a.timeoutError(ctx, octx, "expanding "+first, err)
 	}
-	if rest == "" {
-		return dir, nil
+	return dir, rest, nil
+}
+
+// joinHome puts an operand back together from expandHome's parts.
+func joinHome(home, rest string) string {
+	switch {
+	case home == "":
+		return rest
+	case rest == "":
+		return home
 	}
-	return path.Join(dir, rest), nil
+	return path.Join(home, rest)
 }
 
 // hasGlob reports whether p has a character path.Match acts on, the escape '\' too.
@@ -107,15 +142,15 @@ func joinRemote(dir, name string) string {
 func (a *app) remotePaths(ctx context.Context, c *sftp.Client, rs []remote) ([]string, error) {
 	var out []string
 	for _, r := range rs {
-		p, err := a.expandRemote(ctx, c, r.Path)
+		p, pattern, err := a.expandOperand(ctx, c, r.Path)
 		if err != nil {
 			return nil, err
 		}
-		if !hasGlob(p) {
+		if pattern == "" {
 			out = append(out, p)
 			continue
 		}
-		m, err := a.glob(ctx, c, p)
+		m, err := a.glob(ctx, c, pattern)
 		if err != nil {
 			return nil, err
 		}

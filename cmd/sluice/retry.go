@@ -31,15 +31,20 @@ func (c *xferConn) close() error {
 // too, with the same backoff.
 func (a *app) dialRetrying(ctx context.Context, r remote, x *xferFlags) (*xferConn, error) {
 	c := &xferConn{a: a, r: r}
-	var err error
-	for attempt := 0; ; attempt++ {
+	count := retryCount{max: x.retries}
+	for {
+		var err error
 		if c.s, c.stop, err = a.open(ctx, r); err == nil {
 			return c, nil
 		}
-		if attempt >= x.retries || ctx.Err() != nil || isUsage(err) {
+		if ctx.Err() != nil || isUsage(err) {
 			return nil, err
 		}
-		if err := a.backoff(ctx, attempt, x.retries, "connecting", err); err != nil {
+		delay, ok := count.failed(false)
+		if !ok {
+			return nil, err
+		}
+		if err := a.backoff(ctx, delay, &count, "", "connecting", err); err != nil {
 			return nil, err
 		}
 	}
@@ -53,11 +58,45 @@ func isUsage(err error) bool {
 // maxBackoff caps the pause between retries.
 const maxBackoff = 30 * time.Second
 
-// backoff tells the user about a failure it will retry and waits 1 s, 2 s, 4 s...
-// (at most maxBackoff) or until ctx ends.
-func (a *app) backoff(ctx context.Context, attempt, retries int, what string, err error) error {
-	d := min(time.Second<<min(attempt, 10), maxBackoff)
-	fmt.Fprintf(a.stderr, "sluice: %s: %s; retrying in %v (retry %d of %d)\n", what, escapeText(userError(err)), d, attempt+1, retries)
+// retryCount is --retries: how many failures in a row without progress a transfer
+// may have, and the pause before each next try.
+type retryCount struct {
+	max    int // --retries
+	fails  int // failures in a row without progress, the last one included
+	stalls int // of those, the ones that followed no progress at all
+}
+
+// failed records a failed try (or connect) and returns the pause before the next, or
+// ok false when the retries are spent. A try that got further than any before
+// (progressed) starts the count again and the next try goes at once: the connection
+// was moving data until it died. Each failure after one without progress waits 1 s,
+// 2 s, 4 s... up to maxBackoff, so a server that is down is not hammered.
+func (r *retryCount) failed(progressed bool) (pause time.Duration, ok bool) {
+	if progressed {
+		r.fails, r.stalls = 0, 0
+	}
+	r.fails++
+	if r.fails > r.max {
+		return 0, false
+	}
+	if progressed {
+		return 0, true
+	}
+	r.stalls++
+	return min(time.Second<<min(r.stalls-1, 10), maxBackoff), true
+}
+
+// backoff tells the user about a failure it will retry, and waits d or until ctx ends.
+// what names the operation op (empty for none) the failure is of (see prefixed).
+func (a *app) backoff(ctx context.Context, d time.Duration, r *retryCount, op, what string, err error) error {
+	when := "retrying"
+	if d > 0 {
+		when = fmt.Sprintf("retrying in %v", d)
+	}
+	fmt.Fprintf(a.stderr, "sluice: %s; %s (retry %d of %d)\n", escapeText(prefixed(op, what, err)), when, r.fails, r.max)
+	if d == 0 {
+		return ctx.Err()
+	}
 	sleep := a.sleep
 	if sleep == nil {
 		sleep = sleepCtx
@@ -77,42 +116,68 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // withRetries runs one put or get, and with --retries runs it again after a failure
-// that took the connection down: on a new connection, with Resume, so each
-// unfinished file continues from its part file rather than from the start. A failure
-// the server reports on a live connection (permission denied, no space) is final:
-// retrying would only repeat it. It returns how many files the last try found.
+// that took the connection down: on a new connection, with Resume, so the file in
+// flight continues from its part file, and leaving out (SkipFiles) the files an
+// earlier try completed, so each file crosses the wire about once however often the
+// connection is cut. The dead session is closed at once, its extra connections with
+// it, not held through the pause. A failure the server reports on a live connection
+// (permission denied, no space) is final: retrying would only repeat it. --retries
+// counts failures in a row without progress (retryCount). It returns how many files
+// the transfer found.
 func (a *app) withRetries(ctx context.Context, c *xferConn, x *xferFlags, op, src, dst string,
-	do func(s *session, opts ...sftp.TransferOption) error) (int, error) {
+	do func(s *session, opts ...sftp.TransferOption) error) (found int, err error) {
+	run := a.newXferRun(op, src, dst, x)
+	defer func() { run.finish(err) }()
 	opts := x.options()
-	for attempt := 0; ; attempt++ {
+	count := retryCount{max: x.retries}
+	for {
 		s := c.s
-		found, err := a.transfer(op, src, dst, x, opts, func(o ...sftp.TransferOption) error { return do(s, o...) })
-		if err == nil || attempt >= x.retries || ctx.Err() != nil || a.connectionAlive(ctx, s) {
-			return found, err
+		err = run.try(opts, func(o ...sftp.TransferOption) error { return do(s, o...) })
+		if err == nil || x.retries == 0 || ctx.Err() != nil || a.connectionAlive(ctx, s) {
+			return run.found(), err
 		}
-		for {
-			if berr := a.backoff(ctx, attempt, x.retries, op+" "+src, err); berr != nil {
-				return found, err
-			}
-			_ = c.close()
-			c.s, c.stop, err = a.open(ctx, c.r)
-			if err == nil {
-				break
-			}
-			if attempt++; attempt >= x.retries || ctx.Err() != nil {
-				c.s, c.stop = s, nil // closed already; keep close() harmless
-				return found, err
-			}
+		_ = c.close()
+		c.stop = nil // closed: the caller's close must not wait on it again
+		if err = a.reconnect(ctx, c, &count, run.progressed(), op, op+" "+src, err); err != nil {
+			return run.found(), err
 		}
-		if !x.resume {
-			opts = append(opts, sftp.Resume())
+		run.next()
+		opts = run.retryOptions(x)
+	}
+}
+
+// reconnect waits as count says after a try of op that failed with err, and opens a
+// new session for c; a failed open counts as a failure without progress.
+func (a *app) reconnect(ctx context.Context, c *xferConn, count *retryCount, progressed bool, op, what string, err error) error {
+	for {
+		delay, ok := count.failed(progressed)
+		if !ok {
+			return err
+		}
+		if berr := a.backoff(ctx, delay, count, op, what, err); berr != nil {
+			return err
+		}
+		progressed = false
+		s, stop, oerr := a.open(ctx, c.r)
+		if oerr == nil {
+			c.s, c.stop = s, stop
+			return nil
+		}
+		if err = oerr; ctx.Err() != nil || isUsage(err) {
+			return err
 		}
 	}
 }
 
 // connectionAlive asks the server something trivial: an answer means the failure
-// was the server's verdict on the operation, not a lost connection.
+// was the server's verdict on the operation, not a lost connection. A Client that
+// knows its connection is gone is not asked.
 func (a *app) connectionAlive(ctx context.Context, s *session) bool {
+	select {
+	case <-s.client.Done():
+		return false
+	default:
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := s.client.Getwd(pctx)

@@ -18,7 +18,8 @@ import (
 
 // --retries across a connection killed mid-transfer: the per-connection sshd and its
 // sftp-server are SIGKILLed once a few MiB have moved; sluice reconnects and continues
-// from the part file, and the copy is byte-identical. Both directions.
+// from the part file (from its start: a part of a few MiB holds no point the library
+// can prove, its W being 64 MiB), and the copy is byte-identical. Both directions.
 func TestSSHRetriesAfterKilledConnection(t *testing.T) {
 	isolateEnv(t)
 	s := sshdtest.NewSSHD(t, sshdtest.SSHDOptions{})
@@ -49,8 +50,9 @@ func TestSSHRetriesAfterKilledConnection(t *testing.T) {
 	requireOK(t, r)
 	require.EqualValues(t, 1, kills.Load())
 	require.Contains(t, r.stderr, "sluice: put "+src+": ")
-	require.Contains(t, r.stderr, "; retrying in 1s (retry 1 of 3)")
-	require.Regexp(t, `put .* -> .*: `+strconv.Itoa(size)+` bytes \(\d+ resumed\) in `, r.stderr)
+	// The connection was moving data: the retry goes at once.
+	require.Contains(t, r.stderr, "; retrying (retry 1 of 3)")
+	require.Regexp(t, `put .* -> .*: `+strconv.Itoa(size)+` bytes( \(\d+ resumed\))? in `, r.stderr)
 	got, err := os.ReadFile(remote)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "the upload is not byte-identical")
@@ -61,8 +63,8 @@ func TestSSHRetriesAfterKilledConnection(t *testing.T) {
 	r = runApp(t, killAt(4<<20, &kills), append(args, "get", "--retries", "2", remoteOn(s, remote), back)...)
 	requireOK(t, r)
 	require.EqualValues(t, 1, kills.Load())
-	require.Contains(t, r.stderr, "retrying in 1s (retry 1 of 2)")
-	require.Regexp(t, `get .* -> .*: `+strconv.Itoa(size)+` bytes \(\d+ resumed\) in `, r.stderr)
+	require.Contains(t, r.stderr, "; retrying (retry 1 of 2)")
+	require.Regexp(t, `get .* -> .*: `+strconv.Itoa(size)+` bytes( \(\d+ resumed\))? in `, r.stderr)
 	got, err = os.ReadFile(back)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "the download is not byte-identical")

@@ -59,7 +59,7 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := a.cfg.clientOptions()
+	opts := append(a.cfg.clientOptions(), hc.keepalive())
 	if a.cfg.connections != 1 {
 		s.redial = a.newRedialer(hc, via, login, s.pace)
 		opts = append(opts, sftp.WithDialer(s.redial.dial))
@@ -77,9 +77,6 @@ func (a *app) dialSSH(ctx context.Context, r remote) (_ *session, err error) {
 	s.client, s.ssh = client, sshc
 	a.sftpReport(client, hc.alias)
 	s.report = a.connectionReport
-	if hc.aliveInterval > 0 {
-		s.alive = keepAlive(sshc, hc.aliveInterval, hc.aliveCountMax)
-	}
 	return s, nil
 }
 
@@ -164,7 +161,7 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	}
 	check := hk.checker(addr, nc.RemoteAddr(), hc, p, a.stderr)
 	sc := &ssh.ClientConfig{
-		Config:            ssh.Config{Ciphers: hc.ciphers},
+		Config:            hc.sshAlgorithms(),
 		User:              hc.user,
 		Auth:              auth.methods(),
 		HostKeyCallback:   check.callback,
@@ -214,6 +211,19 @@ func (a *app) dialHost(ctx context.Context, hc *hostConfig, via *ssh.Client, hop
 	return ssh.NewClient(conn, chans, reqs), &firstLogin{hostKey: check.accepted, auth: auth.remember()}, nil
 }
 
+// keepalive is the library's keepalive as ServerAliveInterval and ServerAliveCountMax
+// set it, on every connection of the session, the dialled ones included: a connection
+// with no answer for ServerAliveCountMax intervals is given up (the command's own, and
+// --retries reconnects; a lane's, and its work goes to the others).
+func (hc *hostConfig) keepalive() sftp.Option {
+	if hc.aliveInterval <= 0 {
+		return sftp.WithKeepalive(0, 0)
+	}
+	// OpenSSH takes any values; the library's ceilings (a day, 1000) are as good as
+	// for ever.
+	return sftp.WithKeepalive(min(hc.aliveInterval, 24*time.Hour), min(hc.aliveCountMax, 1000))
+}
+
 // dialTimeout bounds TCP connect plus the SSH handshake and login: ConnectTimeout.
 func (hc *hostConfig) dialTimeout() time.Duration {
 	if hc.connectTimeout > 0 {
@@ -257,39 +267,6 @@ func (a *app) prompter(ctx context.Context, batch bool) *prompter {
 		a.promptStop = context.AfterFunc(ctx, a.prompt.interrupt)
 	})
 	return a.prompt
-}
-
-// keepAlive sends keepalive@openssh.com every interval, as ServerAliveInterval does,
-// and closes c when max intervals pass without an answer: a dead path then ends the
-// command instead of hanging it. The returned function stops it; call it after
-// closing c (which ends a request in flight).
-func keepAlive(c *ssh.Client, interval time.Duration, max int) func() {
-	done, finished := make(chan struct{}), make(chan struct{})
-	dead := time.AfterFunc(interval*time.Duration(max), func() { _ = c.Close() })
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err != nil {
-				return
-			}
-			dead.Reset(interval * time.Duration(max))
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			dead.Stop()
-			close(done)
-			<-finished
-		})
-	}
 }
 
 // proxyConn is a ProxyCommand's stdin and stdout as a net.Conn.

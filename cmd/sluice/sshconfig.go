@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kevinburke/ssh_config"
-	"golang.org/x/crypto/ssh"
 )
 
 // sshConfig is the ssh_config files in force (-F, or ~/.ssh/config then
@@ -42,7 +41,8 @@ var optionKeywords = []string{
 	"ProxyCommand", "UserKnownHostsFile", "GlobalKnownHostsFile", "StrictHostKeyChecking",
 	"HashKnownHosts", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax",
 	"Ciphers", "BatchMode", "PasswordAuthentication", "KbdInteractiveAuthentication",
-	"PubkeyAuthentication", "NumberOfPasswordPrompts",
+	"PubkeyAuthentication", "NumberOfPasswordPrompts", "KexAlgorithms", "MACs",
+	"HostKeyAlgorithms", "HostKeyAlias",
 }
 
 // loadSSHConfig reads the files: path alone when -F gave one ("none" for no file),
@@ -211,33 +211,11 @@ type hostConfig struct {
 	kbdInteractive bool // KbdInteractiveAuthentication
 	pubkey         bool // PubkeyAuthentication
 	passwordTries  int
-}
 
-// cipherList applies an ssh_config Ciphers value to x/crypto's defaults: a list
-// replaces them, "+list" appends, "-list" removes, "^list" puts first. Names x/crypto
-// does not implement are an error, so a typo does not quietly change nothing.
-func cipherList(v string) ([]string, error) {
-	known := append(slices.Clone(ssh.SupportedAlgorithms().Ciphers), ssh.InsecureAlgorithms().Ciphers...)
-	def := slices.Clone(ssh.SupportedAlgorithms().Ciphers)
-	op := byte(0)
-	if v[0] == '+' || v[0] == '-' || v[0] == '^' {
-		op, v = v[0], v[1:]
-	}
-	names := strings.Split(v, ",")
-	for _, n := range names {
-		if op != '-' && !slices.Contains(known, n) {
-			return nil, fmt.Errorf("ssh_config: Ciphers: unknown cipher %s; want one of %s", n, strings.Join(def, ", "))
-		}
-	}
-	switch op {
-	case '+':
-		return append(def, names...), nil
-	case '-':
-		return slices.DeleteFunc(def, func(s string) bool { return slices.Contains(names, s) }), nil
-	case '^':
-		return append(names, slices.DeleteFunc(def, func(s string) bool { return slices.Contains(names, s) })...), nil
-	}
-	return names, nil
+	// The algorithm keywords (algorithms.go), nil for x/crypto's defaults (ciphers,
+	// above, is Ciphers or -c), and HostKeyAlias: the name known_hosts knows the host by.
+	kexAlgos, macs, hostKeyAlgos []string
+	hostKeyAlias                 string
 }
 
 // expandTokens replaces ssh_config's %-tokens and a leading ~ in s: %h host name,

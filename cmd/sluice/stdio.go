@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path"
 
 	"github.com/sluicehq/sftp"
 )
@@ -14,8 +12,9 @@ import (
 // "-" as get's LOCAL is standard output and as put's only LOCAL standard input, as in
 // tar or curl: a stream, so nothing in the tree and resume flags applies. A download
 // to stdout is written as it arrives (no part file: a pipe has no name to rename);
-// an upload from stdin goes to a part name and is renamed into place once complete,
-// as every put, so a reader of the remote file never sees half of it.
+// an upload from stdin is the library's PutReader: a part name created exclusively,
+// renamed into place once complete, as every put, so a reader of the remote file
+// never sees half of it.
 
 // stdioRefused are the put and get flags that mean nothing for a stream.
 func (x *xferFlags) stdioRefused() string {
@@ -32,6 +31,8 @@ func (x *xferFlags) stdioRefused() string {
 		return "--retries"
 	case x.failFast:
 		return "--fail-fast"
+	case x.checksum:
+		return "--checksum"
 	}
 	return ""
 }
@@ -49,17 +50,18 @@ func (a *app) getToStdout(ctx context.Context, rs []remote, x *xferFlags) (err e
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "get")
+	return a.catFiles(ctx, s.client, rs, "get", x.verify)
 }
 
-// catFiles copies the remote files rs name (globs matched) to standard output.
-func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string) error {
+// catFiles copies the remote files rs name (globs matched) to standard output; with
+// verify, each is then checked against the server's hash (it is written already).
+func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op string, verify bool) error {
 	paths, err := a.remotePaths(ctx, c, rs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	for _, p := range paths {
-		if err := a.catOne(ctx, c, p); err != nil {
+		if err := a.catOne(ctx, c, p, verify); err != nil {
 			return fmt.Errorf("%s: %w", op, describe(err, p))
 		}
 	}
@@ -68,7 +70,7 @@ func (a *app) catFiles(ctx context.Context, c *sftp.Client, rs []remote, op stri
 
 // catOne streams one remote file to standard output. The open is bounded by
 // --timeout; the copy by ctx (Ctrl-C), as a transfer is.
-func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
+func (a *app) catOne(ctx context.Context, c *sftp.Client, p string, verify bool) error {
 	octx, cancel := a.opCtx(ctx)
 	f, err := c.Open(octx, p)
 	err = a.timeoutError(ctx, octx, "open "+p, err)
@@ -77,11 +79,15 @@ func (a *app) catOne(ctx context.Context, c *sftp.Client, p string) error {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	_, err = f.WriteTo(a.stdout)
+	chk := newStreamCheck(verify)
+	_, err = f.WriteTo(chk.writer(a.stdout))
 	if !stop() {
 		return ctx.Err()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = chk.check(ctx, c, "get", p, p, "")
+	}
+	return err
 }
 
 // putFromStdin uploads standard input to r, which must name a file.
@@ -105,41 +111,19 @@ func (a *app) putFromStdin(ctx context.Context, r remote, x *xferFlags) (err err
 	case isDir:
 		return fmt.Errorf("put: %s is a directory: standard input has no name, give the file's", escapeText(dst))
 	}
-	if err := a.streamUp(ctx, c.client, a.stdin, dst, x.fsync); err != nil {
+	var opts []sftp.TransferOption
+	if x.fsync {
+		opts = append(opts, sftp.Fsync())
+	}
+	if x.verify {
+		opts = append(opts, sftp.Verify())
+	}
+	// Read as a stream even when standard input is a regular file: a failed upload
+	// then leaves no part file, which put - could never resume (-a is refused).
+	if _, err := c.client.PutReader(ctx, struct{ io.Reader }{a.stdin}, dst, opts...); err != nil {
 		return fmt.Errorf("put - -> %s: %w", dst, err)
 	}
 	return nil
-}
-
-// streamUp writes r to the part name beside dst, then renames it over dst. A failed
-// upload removes its part file: a stream cannot be resumed.
-func (a *app) streamUp(ctx context.Context, c *sftp.Client, r io.Reader, dst string, fsync bool) error {
-	part := path.Join(path.Dir(dst), "."+path.Base(dst)+".sluice-part")
-	octx, cancel := a.opCtx(ctx)
-	f, err := c.OpenFile(octx, part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	err = a.timeoutError(ctx, octx, "open "+part, err)
-	cancel()
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = f.Close() })
-	_, err = f.ReadFrom(r)
-	if err == nil && fsync {
-		err = f.Sync()
-	}
-	if !stop() {
-		err = ctx.Err()
-	}
-	err = errors.Join(err, f.Close())
-	if err == nil {
-		err = c.Rename(ctx, part, dst)
-	}
-	if err != nil {
-		rctx, cancel := a.opCtx(context.WithoutCancel(ctx))
-		_ = c.Remove(rctx, part)
-		cancel()
-	}
-	return err
 }
 
 // cat writes remote files to standard output, one after another.
@@ -149,5 +133,5 @@ func (a *app) cat(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	return a.catFiles(ctx, s.client, rs, "cat")
+	return a.catFiles(ctx, s.client, rs, "cat", false)
 }

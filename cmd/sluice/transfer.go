@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ const maxParallel = 1024
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
 	failFast                                        bool
+	verify, checksum                                bool
 	parallel                                        int // 0: the library's default
 	retries                                         int
 }
@@ -35,7 +37,8 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
 	fs.BoolVar(&x.sync, "sync", false, "skip files whose destination has the same size and modification time, like rclone copy;\nimplies -p, so that copies carry the times compared next time (never deletes)")
 	fs.BoolVar(&x.failFast, "fail-fast", false, "stop a tree at its first failed file (by default the other files are copied, and the\nfailures listed at the end, as scp and rsync do)")
-	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect up to `n` times (waiting 1 s, 2 s, 4 s... up to 30 s)\nand continue the unfinished files from their part files")
+	x.registerSums(fs)
+	fs.IntVar(&x.retries, "retries", 0, "after a dropped connection, reconnect and go on, up to `n` times in a row without progress\n(at once after progress, else waiting 1 s, 2 s, 4 s... up to 30 s): files in place are not\ncopied again, unfinished ones continue from their part files")
 }
 
 func (x *xferFlags) options() []sftp.TransferOption {
@@ -52,6 +55,7 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.sync {
 		opts = append(opts, sftp.SkipUnchanged())
 	}
+	opts = append(opts, x.sumOptions()...)
 	if x.fsync {
 		opts = append(opts, sftp.Fsync())
 	}
@@ -78,31 +82,154 @@ func xferCommand(synopsis string, do func(a *app, ctx context.Context, from []st
 	}}
 }
 
-// transfer runs do with x's options and, unless -q, a display fed by its progress
-// reports. The display is finished before transfer returns, so an error printed next
-// starts on a clean line. It returns how many files the transfer found, for the count
-// of failures.
-func (a *app) transfer(op, src, dst string, x *xferFlags, opts []sftp.TransferOption, do func(...sftp.TransferOption) error) (int, error) {
-	var found atomic.Int64
-	var d *display
+// xferRun is one put or get as the user sees it: its tries (several with --retries),
+// one display across them, unless -q, fed by their progress reports, and what the
+// tries have learned. The display is finished before the command's error is printed,
+// so that starts on a clean line.
+type xferRun struct {
+	a   *app
+	d   *display  // nil with -q
+	log *retryLog // nil without --retries
+	// journal carries from a failed try to the next how far the server had
+	// acknowledged each upload's part file (sftp.KeepJournal): a part the dropped
+	// connection left uncut continues from there. Nil without --retries.
+	journal *sftp.Journal
+
+	filesBefore int          // files the earlier tries completed
+	filesFound  atomic.Int64 // files this try found (FilesTotal)
+}
+
+func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
+	r := &xferRun{a: a}
+	if x.retries > 0 {
+		r.log = newRetryLog()
+		r.journal = sftp.NewJournal()
+	}
 	if !x.quiet {
-		d = newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
-		d.startTicker()
+		r.d = newDisplay(a.stderr, a.live, a.cols, time.Now, op, src, dst)
+		r.d.retrying = x.retries > 0
+		r.d.startTicker()
 	}
-	opts = append(opts, sftp.OnProgress(func(p sftp.Progress) {
-		found.Store(int64(p.FilesTotal))
-		if d != nil {
-			d.update(p)
-		}
-		if a.testProgress != nil {
-			a.testProgress(p)
-		}
-	}))
-	err := do(opts...)
-	if d != nil {
-		d.finish(err)
+	return r
+}
+
+// try runs do once with opts, the run's progress report and its journal.
+func (r *xferRun) try(opts []sftp.TransferOption, do func(...sftp.TransferOption) error) error {
+	r.log.startTry()
+	opts = append(opts, sftp.OnProgress(r.report))
+	if r.journal != nil {
+		opts = append(opts, sftp.KeepJournal(r.journal))
 	}
-	return int(found.Load()), err
+	return do(opts...)
+}
+
+func (r *xferRun) report(p sftp.Progress) {
+	r.filesFound.Store(int64(p.FilesTotal))
+	r.log.record(p)
+	if r.d != nil {
+		r.d.update(p)
+	}
+	if r.a.testProgress != nil {
+		r.a.testProgress(p)
+	}
+}
+
+// progressed reports whether the last try got further than any before it.
+func (r *xferRun) progressed() bool { return r.log.advanced() }
+
+// next starts the next try.
+func (r *xferRun) next() {
+	r.filesBefore = r.log.completed()
+	r.filesFound.Store(0)
+	if r.d != nil {
+		r.d.retry()
+	}
+}
+
+// retryOptions are a retry's options: x's, with Resume, leaving out the files in
+// place already.
+func (r *xferRun) retryOptions(x *xferFlags) []sftp.TransferOption {
+	opts := append(x.options(), sftp.SkipFiles(r.log.skip))
+	if !x.resume {
+		opts = append(opts, sftp.Resume())
+	}
+	return opts
+}
+
+// found is how many files the transfer found, over its tries.
+func (r *xferRun) found() int { return r.filesBefore + int(r.filesFound.Load()) }
+
+// finish ends the display after the last try returned err.
+func (r *xferRun) finish(err error) {
+	if r.d != nil {
+		r.d.finish(err)
+	}
+}
+
+// retryLog is what the tries of one transfer learn from its progress reports: the
+// files in place (a retry leaves them out: one entry per file completed, which is
+// the memory --retries costs a large tree), and how far each unfinished file has got,
+// so that a try is known to have progressed when it got further than every one
+// before it. A nil *retryLog (no --retries) records nothing.
+type retryLog struct {
+	mu    sync.Mutex
+	done  map[string]bool  // source paths of the files in place
+	best  map[string]int64 // the most bytes of each unfinished file any try had
+	moved bool             // this try got further than every one before it
+}
+
+func newRetryLog() *retryLog {
+	return &retryLog{done: map[string]bool{}, best: map[string]int64{}}
+}
+
+func (l *retryLog) record(p sftp.Progress) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case p.Done:
+		l.done[p.Path] = true
+		delete(l.best, p.Path)
+		l.moved = true
+	case p.Err == nil && p.Bytes > l.best[p.Path]:
+		l.best[p.Path] = p.Bytes
+		l.moved = true
+	}
+}
+
+// skip is the retries' sftp.SkipFiles: the files in place already.
+func (l *retryLog) skip(src string, _ fs.FileInfo) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done[src]
+}
+
+func (l *retryLog) startTry() {
+	if l != nil {
+		l.mu.Lock()
+		l.moved = false
+		l.mu.Unlock()
+	}
+}
+
+func (l *retryLog) advanced() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.moved
+}
+
+func (l *retryLog) completed() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.done)
 }
 
 // checkOverlap refuses to copy a file onto itself, or a directory into itself, like

@@ -167,63 +167,66 @@ func TestTreeRefusals(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(src, "d1", "new"))
 }
 
-// -a continues a part file rather than starting over. The part files are seeded with
-// bytes that differ from the source: only a transfer that kept them, and wrote just
-// the rest, yields them followed by the source's tail.
+// -a continues a part file rather than starting over, from the point the library
+// proves: W (64 MiB) before the part's end, below which a stopped transfer has written
+// everything (see sftp.Resume). The part files hold the source's bytes below that
+// point and zeros above it, as a killed transfer's holes: only a transfer that went on
+// from the proven point, not from the part's end, yields the source.
 func TestResume(t *testing.T) {
 	needLocalServer(t)
 	dir := t.TempDir()
-	src, data := randomFile(t, dir, "src.bin", 1<<20+12345)
-	seed := bytes.Repeat([]byte("x"), 300_000)
-	want := append(append([]byte(nil), seed...), data[len(seed):]...)
+	const span, proven = 64 << 20, 300_000
+	src, data := randomFile(t, dir, "src.bin", span+1<<20+12345)
+	holed := make([]byte, proven+span)
+	copy(holed, data[:proven])
 
 	// get: the part file is "<dest>.sluice-part".
 	dst := filepath.Join(dir, "got.bin")
-	require.NoError(t, os.WriteFile(dst+".sluice-part", seed, 0o644))
+	require.NoError(t, os.WriteFile(dst+".sluice-part", holed, 0o644))
 	r := runCLI(t, "get", "-a", src, dst)
 	requireOK(t, r)
-	require.Regexp(t, `^get `+regexp.QuoteMeta(src+" -> "+dst)+`: 1060921 bytes \(300000 resumed\) in \d+\.\d\d s, \d+\.\d MiB/s\n$`, r.stderr)
+	require.Regexp(t, `^get `+regexp.QuoteMeta(src+" -> "+dst)+`: `+strconv.Itoa(len(data))+` bytes \(300000 resumed\) in \d+\.\d\d s, \d+\.\d MiB/s\n$`, r.stderr)
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	require.True(t, bytes.Equal(data, got), "the download is not the source")
 	require.NoFileExists(t, dst+".sluice-part")
 
 	// put: the part file is ".<name>.sluice-part" beside the destination. An upload
-	// is resumed only from a part whose last bytes are the source's (the library
-	// checks it before writing through the reopened part), so it holds the source's
-	// prefix here.
+	// is resumed only from a part whose bytes before the resume point are the
+	// source's (the library checks them before writing through the reopened part).
 	up := filepath.Join(dir, "up.bin")
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".up.bin.sluice-part"), data[:len(seed)], 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".up.bin.sluice-part"), holed, 0o644))
 	r = runCLI(t, "put", "-a", src, up)
 	requireOK(t, r)
 	require.Contains(t, r.stderr, "(300000 resumed)")
 	got, err = os.ReadFile(up)
 	require.NoError(t, err)
-	require.Equal(t, data, got)
+	require.True(t, bytes.Equal(data, got), "the upload is not the source")
 	require.NoFileExists(t, filepath.Join(dir, ".up.bin.sluice-part"))
 
 	// Without -a a part file is started over.
-	require.NoError(t, os.WriteFile(dst+".sluice-part", seed, 0o644))
+	require.NoError(t, os.WriteFile(dst+".sluice-part", holed, 0o644))
 	r = runCLI(t, "get", src, dst)
 	requireOK(t, r)
 	requireSummary(t, r.stderr, "get", src, dst, len(data))
 	got, err = os.ReadFile(dst)
 	require.NoError(t, err)
-	require.Equal(t, data, got)
+	require.True(t, bytes.Equal(data, got), "the download is not the source")
 
 	// A tree resumes file by file.
 	tree := filepath.Join(dir, "tree")
 	require.NoError(t, os.MkdirAll(filepath.Join(tree, "sub"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(tree, "sub", "f"), data, 0o644))
+	require.NoError(t, os.Rename(src, filepath.Join(tree, "sub", "f")))
 	out := filepath.Join(dir, "out") // exists: the copy is out/tree
 	require.NoError(t, os.MkdirAll(filepath.Join(out, "tree", "sub"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(out, "tree", "sub", "f.sluice-part"), seed, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(out, "tree", "sub", "f.sluice-part"), holed, 0o644))
 	r = runCLI(t, "get", "-r", "-a", tree, out)
 	requireOK(t, r)
-	require.Contains(t, r.stderr, "get "+tree+" -> "+filepath.Join(out, "tree")+": 1 file, 1060921 bytes (300000 resumed) in ")
+	require.Contains(t, r.stderr, "get "+tree+" -> "+filepath.Join(out, "tree")+": 1 file, "+strconv.Itoa(len(data))+" bytes (300000 resumed) in ")
 	got, err = os.ReadFile(filepath.Join(out, "tree", "sub", "f"))
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	require.True(t, bytes.Equal(data, got), "the tree's file is not the source")
+	require.NoError(t, os.Rename(filepath.Join(tree, "sub", "f"), src))
 
 	// A part file longer than the source is refused, and left alone.
 	long := append(append([]byte(nil), data...), 'z')

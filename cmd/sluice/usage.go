@@ -18,6 +18,7 @@ Usage: sluice [flags] COMMAND [flags] OPERANDS...     (flags anywhere; -- ends t
   rm [-r] REMOTE...  mkdir [-p] REMOTE...      remove (-r: trees), make directories
   mv REMOTE... REMOTE  chmod MODE REMOTE...    rename, set modes (644 or u+x,go-w)
   df [-h] REMOTE...  cat REMOTE...             free space, print files
+  sum [-a sha256] REMOTE...                    hashes, as sha256sum prints them
   help COMMAND  completion bash|zsh            a command's page, a completion script
 
 REMOTE is [user@]host:path (host may be an ssh_config alias) or
@@ -29,7 +30,9 @@ Common flags:
   -F file  -J jump  -o Key=value  -P port  -l user  -i keyfile   (as in ssh)
   -r recurse  -p preserve modes/times  -a resume  -j n files at once  -q quiet
   --sync       skip files whose size and mtime match (use with -p, like rclone copy)
-  --retries n  reconnect and continue from the part files after a failure
+  --verify     check hashes end to end   --checksum  skip files whose hashes match
+  --hash-command  let the server hash with sha256sum over SSH (sum, --verify, --checksum)
+  --retries n  reconnect and go on after a dropped connection (n failures in a row)
   --limit rate cap bandwidth (500K, 10M)   --timeout d  no-reply limit on metadata (2m)
   --fail-fast  stop a tree at its first failed file   -v  say what is dialled and tried
 

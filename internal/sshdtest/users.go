@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -91,6 +92,15 @@ func (s *SSHD) KillSessions() int {
 	kids := descendants(s.cmd.Process.Pid)
 	signalAll(kids, syscall.SIGKILL)
 	return len(kids)
+}
+
+// WaitSessionsGone waits, at most timeout, until every process under the listening
+// sshd now (each connection's sshd and the sftp-servers it started) has exited, and
+// reports whether they all have. Once a client's connections are closed or killed,
+// that is when the server stops touching its files. Processes are another program's
+// state: it polls.
+func (s *SSHD) WaitSessionsGone(timeout time.Duration) bool {
+	return len(waitGone(descendants(s.cmd.Process.Pid), timeout)) == 0
 }
 
 // AuthorizeKey lets the client key pub log in too, as any user: it is appended to the

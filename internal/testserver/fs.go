@@ -84,6 +84,8 @@ type fsys struct {
 	mu      sync.RWMutex
 	root    *node
 	maxSize int64
+	// ignoreTimes: SETSTAT and FSETSTAT leave times as they are (Options.IgnoreSetTimes).
+	ignoreTimes bool
 }
 
 func newFS(maxSize int64) *fsys {
@@ -242,7 +244,15 @@ func (f *fsys) dropEntry(dir *node, name string) {
 // WRITE means read-only, CREAT|EXCL fails on any existing name (even a
 // dangling symlink), and a directory may be opened read-only (READ on it then
 // fails) but not for writing. perm is the final mode for a created file.
-func (f *fsys) open(p string, pflags uint32, perm uint32) (*node, error) {
+func (f *fsys) open(p string, pflags uint32, perm uint32) (file, error) {
+	n, err := f.openNode(p, pflags, perm)
+	if err != nil {
+		return nil, err
+	}
+	return memFile{f, n}, nil
+}
+
+func (f *fsys) openNode(p string, pflags uint32, perm uint32) (*node, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	write := pflags&OpenWrite != 0
@@ -516,7 +526,7 @@ func (f *fsys) setattrs(n *node, a attrs, writable bool) error {
 	if a.flags&AttrPermissions != 0 {
 		n.mode = n.mode&sIFMT | a.perm&0o7777
 	}
-	if a.flags&AttrACModTime != 0 {
+	if a.flags&AttrACModTime != 0 && !f.ignoreTimes {
 		n.atime, n.mtime = a.atime, a.mtime
 	}
 	if a.flags&AttrUIDGID != 0 {
@@ -593,29 +603,30 @@ func (f *fsys) statvfs() [11]uint64 {
 // opendir snapshots a directory's names (sorted, after "." and "..") for
 // READDIR; each entry is looked up again when its batch is sent, so names
 // removed in between are skipped rather than reported stale.
-func (f *fsys) opendir(p string) (*node, []string, error) {
+func (f *fsys) opendir(p string) (dirList, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, err := f.find(p, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !n.isDir() {
-		return nil, nil, eNOTDIR
+		return nil, eNOTDIR
 	}
 	if !n.canRead() {
-		return nil, nil, eACCES
+		return nil, eACCES
 	}
 	names := make([]string, 0, len(n.children)+2)
 	for name := range n.children {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return n, append([]string{".", ".."}, names...), nil
+	return &memDir{f: f, dir: n, list: append([]string{".", ".."}, names...)}, nil
 }
 
 // entry returns what READDIR reports for name in dir: lstat attributes and
-// an ls -l style longname. ok is false when the name has gone away.
+// an ls -l style longname. ok is false when the name has gone away. Callers
+// hold f.mu.
 func (f *fsys) entry(dir *node, name string) (a attrs, long string, ok bool) {
 	var n *node
 	switch name {
@@ -632,31 +643,31 @@ func (f *fsys) entry(dir *node, name string) (a attrs, long string, ok bool) {
 	if n == nil {
 		return attrs{}, "", false
 	}
-	return n.attrs(), longname(name, n), true
+	return n.attrs(), longname(name, n.attrs(), n.nlink), true
 }
 
 // longname formats an `ls -l` line in the spirit of OpenSSH's ls_file; it is
 // for humans and clients must not parse it.
-func longname(name string, n *node) string {
+func longname(name string, a attrs, nlink uint32) string {
 	var m [10]byte
-	switch {
-	case n.isDir():
+	switch a.perm & sIFMT {
+	case sIFDIR:
 		m[0] = 'd'
-	case n.isLink():
+	case sIFLNK:
 		m[0] = 'l'
 	default:
 		m[0] = '-'
 	}
 	const rwx = "rwxrwxrwx"
 	for i := range 9 {
-		if n.mode&(1<<(8-i)) != 0 {
+		if a.perm&(1<<(8-i)) != 0 {
 			m[i+1] = rwx[i]
 		} else {
 			m[i+1] = '-'
 		}
 	}
 	special := func(bit uint32, at int, set, unset byte) {
-		if n.mode&bit != 0 {
+		if a.perm&bit != 0 {
 			if m[at] == 'x' {
 				m[at] = set
 			} else {
@@ -667,10 +678,10 @@ func longname(name string, n *node) string {
 	special(0o4000, 3, 's', 'S')
 	special(0o2000, 6, 's', 'S')
 	special(0o1000, 9, 't', 'T')
-	t := time.Unix(int64(n.mtime), 0).UTC()
+	t := time.Unix(int64(a.mtime), 0).UTC()
 	layout := "Jan _2 15:04"
 	if age := time.Since(t); age > 182*24*time.Hour || age < -182*24*time.Hour {
 		layout = "Jan _2  2006"
 	}
-	return fmt.Sprintf("%s %3d %-8d %-8d %8d %s %s", m[:], n.nlink, n.uid, n.gid, n.size(), t.Format(layout), name)
+	return fmt.Sprintf("%s %3d %-8d %-8d %8d %s %s", m[:], nlink, a.uid, a.gid, a.size, t.Format(layout), name)
 }

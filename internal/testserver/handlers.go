@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"encoding/binary"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -36,13 +35,24 @@ type request struct {
 // handle is an open file or directory. Handles belong to one session, like
 // file descriptors to one sftp-server process.
 type handle struct {
-	node        *node
+	f           file    // an open file (nil for directory handles)
+	d           dirList // an open directory (nil for files and synthetic listings)
 	dir         bool
 	read, write bool
 	append      bool
-	names       []string // directory snapshot for READDIR
 	pos         int
-	lister      Lister // serves READDIR instead of names; see Options.Listing
+	lister      Lister       // serves READDIR instead of d; see Options.Listing
+	q           *quirkHandle // what Quirks remember of it; nil without Quirks
+}
+
+// release closes what the handle holds in the backend.
+func (h *handle) release() {
+	switch {
+	case h.f != nil:
+		_ = h.f.close()
+	case h.d != nil:
+		h.d.close()
+	}
 }
 
 func (r *request) public() Request {
@@ -132,12 +142,17 @@ func (ss *session) serve(typ uint8, body []byte) bool {
 	d := decoder{b: body[4:]}
 	r.parse(&d)
 
+	if ss.cfg.HoldWrites > 0 && ss.hold(r) {
+		return true
+	}
 	b := ss.getBuf()
 	switch {
 	case ss.cfg.Fail != nil && ss.failCode(r) != 0:
 		b = appendStatus(b, r.id, ss.failCode(r))
 	case r.bad:
 		b = appendStatus(b, r.id, StatusBadMessage)
+	case ss.cfg.Quirks != nil:
+		b = ss.executeQuirky(b, r)
 	default:
 		b = ss.execute(b, r)
 	}
@@ -166,6 +181,7 @@ func (ss *session) execute(b []byte, r *request) []byte {
 		}
 		delete(ss.handles, string(r.handle))
 		ss.srv.openHandles.Add(-1)
+		h.release()
 		return appendStatus(b, id, StatusOK)
 	case TypeRead:
 		return ss.read(b, r)
@@ -176,10 +192,10 @@ func (ss *session) execute(b []byte, r *request) []byte {
 			return appendStatus(b, id, StatusFailure)
 		case !h.write:
 			return appendStatus(b, id, eBADF.status())
-		case h.node.isDir():
+		case h.f.isDir():
 			return appendStatus(b, id, eISDIR.status())
 		}
-		err := ss.fs.writeAt(h.node, r.offset, r.data, h.append)
+		err := h.f.writeAt(r.offset, r.data, h.append)
 		return appendStatus(b, id, statusOf(err))
 	case TypeLstat, TypeStat:
 		a, err := ss.fs.stat(string(r.path), r.typ == TypeStat)
@@ -189,10 +205,8 @@ func (ss *session) execute(b []byte, r *request) []byte {
 		if h == nil {
 			return appendStatus(b, id, StatusFailure)
 		}
-		ss.fs.mu.RLock()
-		a := h.node.attrs()
-		ss.fs.mu.RUnlock()
-		return appendAttrsReply(b, id, a, nil)
+		a, err := h.f.attrs()
+		return appendAttrsReply(b, id, a, err)
 	case TypeSetstat:
 		return appendStatus(b, id, statusOf(ss.fs.setstat(string(r.path), r.attrs, true)))
 	case TypeFsetstat:
@@ -200,10 +214,7 @@ func (ss *session) execute(b []byte, r *request) []byte {
 		if h == nil {
 			return appendStatus(b, id, StatusFailure)
 		}
-		ss.fs.mu.Lock()
-		err := ss.fs.setattrs(h.node, r.attrs, h.write)
-		ss.fs.mu.Unlock()
-		return appendStatus(b, id, statusOf(err))
+		return appendStatus(b, id, statusOf(h.f.setattrs(r.attrs, h.write)))
 	case TypeOpendir:
 		if ss.handlesFull() {
 			return appendStatus(b, id, eMFILE.status())
@@ -211,11 +222,11 @@ func (ss *session) execute(b []byte, r *request) []byte {
 		if l := ss.listerFor(string(r.path)); l != nil {
 			return ss.appendHandle(b, id, &handle{dir: true, lister: l})
 		}
-		dir, names, err := ss.fs.opendir(string(r.path))
+		d, err := ss.fs.opendir(string(r.path))
 		if err != nil {
 			return appendStatus(b, id, statusOf(err))
 		}
-		return ss.appendHandle(b, id, &handle{node: dir, dir: true, names: names})
+		return ss.appendHandle(b, id, &handle{d: d, dir: true})
 	case TypeReaddir:
 		return ss.readdir(b, r)
 	case TypeRemove:
@@ -253,13 +264,13 @@ func (ss *session) open(b []byte, r *request) []byte {
 	if r.attrs.flags&AttrPermissions != 0 {
 		perm = r.attrs.perm & 0o7777
 	}
-	n, err := ss.fs.open(string(r.path), r.pflags, perm&^umask)
+	f, err := ss.fs.open(string(r.path), r.pflags, perm&^umask)
 	if err != nil {
 		return appendStatus(b, r.id, statusOf(err))
 	}
 	write := r.pflags&OpenWrite != 0
 	h := &handle{
-		node:   n,
+		f:      f,
 		read:   r.pflags&OpenRead != 0 || !write,
 		write:  write,
 		append: r.pflags&OpenAppend != 0,
@@ -278,6 +289,7 @@ func (ss *session) handlesFull() bool {
 func (ss *session) appendHandle(b []byte, id uint32, h *handle) []byte {
 	key := "h" + strconv.FormatUint(ss.srv.handleSeq.Add(1), 10)
 	ss.handles[key] = h
+	ss.lastHandle = h
 	ss.srv.openHandles.Add(1)
 	b = begin(b, TypeHandle, id)
 	b = appendString(b, key)
@@ -294,9 +306,8 @@ func (ss *session) fileHandle(key []byte) *handle {
 	return h
 }
 
-// read serves READ: clamp to MaxRead, ReadCap and Shorten, then copy the
-// file's bytes straight into the reply buffer (one copy, no allocation once
-// the recycled buffers have grown to the read size).
+// read serves READ: clamp to MaxRead, ReadCap and Shorten, then append the
+// file's bytes straight into the reply buffer.
 func (ss *session) read(b []byte, r *request) []byte {
 	h := ss.fileHandle(r.handle)
 	switch {
@@ -304,9 +315,32 @@ func (ss *session) read(b []byte, r *request) []byte {
 		return appendStatus(b, r.id, StatusFailure)
 	case !h.read:
 		return appendStatus(b, r.id, eBADF.status())
-	case h.node.isDir():
+	case h.f.isDir():
 		return appendStatus(b, r.id, eISDIR.status())
 	}
+	if r.length == 0 {
+		// OpenSSH answers a zero-length READ with an empty DATA, even at EOF.
+		b = begin(b, TypeData, r.id)
+		return finish(appendU32(b, 0))
+	}
+	want := ss.readLength(r)
+	b = begin(b, TypeData, r.id)
+	at := len(b)
+	b = appendU32(b, 0)
+	b, eof, err := h.f.appendRead(b, r.offset, want)
+	switch {
+	case err != nil:
+		return appendStatus(b, r.id, statusOf(err))
+	case eof:
+		return appendStatus(b, r.id, StatusEOF)
+	}
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return finish(b)
+}
+
+// readLength is how many bytes a READ gets: what it asked, clamped by MaxRead,
+// ReadCap and Shorten.
+func (ss *session) readLength(r *request) uint64 {
 	want := uint64(r.length)
 	if ss.cfg.maxRead > 0 {
 		want = min(want, uint64(ss.cfg.maxRead))
@@ -314,28 +348,11 @@ func (ss *session) read(b []byte, r *request) []byte {
 	if ss.cfg.ReadCap > 0 {
 		want = min(want, uint64(ss.cfg.ReadCap))
 	}
-	if r.length == 0 {
-		// OpenSSH answers a zero-length READ with an empty DATA, even at EOF.
-		b = begin(b, TypeData, r.id)
-		return finish(appendU32(b, 0))
-	}
 	if ss.cfg.Shorten != nil {
 		got := ss.cfg.Shorten(int64(r.offset), int(want))
 		want = uint64(max(0, min(got, int(want))))
 	}
-	f := ss.fs
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	data := h.node.data
-	if r.offset >= uint64(len(data)) {
-		return appendStatus(b, r.id, StatusEOF)
-	}
-	k := min(want, uint64(len(data))-r.offset)
-	b = begin(b, TypeData, r.id)
-	b = appendU32(b, uint32(k))
-	b = slices.Grow(b, int(k))
-	b = append(b, data[r.offset:r.offset+k]...)
-	return finish(b)
+	return want
 }
 
 func (ss *session) readdir(b []byte, r *request) []byte {
@@ -350,12 +367,14 @@ func (ss *session) readdir(b []byte, r *request) []byte {
 	countAt := len(b)
 	b = appendU32(b, 0)
 	count := 0
-	f := ss.fs
-	f.mu.RLock()
-	for h.pos < len(h.names) && count < readdirBatch {
-		name := h.names[h.pos]
+	names := h.d.names()
+	for h.pos < len(names) && count < ss.readdirBatch() {
+		name := names[h.pos]
 		h.pos++
-		a, long, ok := f.entry(h.node, name)
+		if !ss.listsName(name) {
+			continue
+		}
+		a, long, ok := h.d.entry(name)
 		if !ok {
 			continue
 		}
@@ -364,7 +383,6 @@ func (ss *session) readdir(b []byte, r *request) []byte {
 		b = appendAttrs(b, a)
 		count++
 	}
-	f.mu.RUnlock()
 	if count == 0 {
 		return appendStatus(b, r.id, StatusEOF)
 	}

@@ -29,6 +29,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -84,9 +85,24 @@ type Options struct {
 	// repeatable for the same arrival pattern.
 	Reorder int
 
-	// Seed varies the Reorder shuffle: tests that draw many servers from one
-	// random seed give each its own order.
+	// Seed varies the Reorder shuffle and the HoldWrites draws: tests that draw
+	// many servers from one random seed give each its own order.
 	Seed uint64
+
+	// HoldWrites, if > 0, makes each session carry out its WRITEs late, as a
+	// server whose sessions are separate processes, each with requests read and
+	// not yet carried out: a session keeps up to HoldWrites WRITEs neither
+	// carried out nor answered, how many at each moment drawn from Seed. Nothing
+	// orders one session's writes against another's, so across sessions WRITEs
+	// land in another order than they were sent (and, with Reorder, are answered
+	// in yet another). Within a session they are carried out in order, all of
+	// them before any other request of the session, and all of them whenever no
+	// request is waiting, so a client that waits for replies is never stalled.
+	// When a session ends (its connection closed or killed, KillSessions, Close)
+	// the WRITEs it holds are dropped, never carried out nor answered: what a
+	// server process killed with requests read and not carried out leaves, holes
+	// below data that other sessions wrote.
+	HoldWrites int
 
 	// Latency, if > 0, releases each reply no earlier than Latency after its
 	// request was read. Replies wait in a timestamped queue in the writer;
@@ -144,6 +160,27 @@ type Options struct {
 	// MaxFileSize bounds file sizes (default 4 GiB) so a WRITE or SETSTAT
 	// at an absurd offset fails with FAILURE instead of exhausting memory.
 	MaxFileSize int64
+
+	// Root, if set, is served instead of an in-memory tree: "/" is the root's
+	// directory, and every path is resolved inside it (os.Root), so no name or
+	// link a client sends reaches outside. The operating system decides what
+	// succeeds there (permissions, links, errors), and the caller keeps the Root:
+	// closing it is the caller's, after the Server's Close.
+	Root *os.Root
+
+	// Quirks, if set, makes the server behave as another server does where it
+	// departs from OpenSSH's (see Quirks and the personalities in
+	// personalities.go).
+	Quirks *Quirks
+
+	// IgnoreSetTimes (in-memory tree only) makes SETSTAT and FSETSTAT answer OK to access and
+	// modification times and leave them as they are (the rest of the request
+	// is carried out), as SFTPGo does with setstat_mode 1 ("requests for
+	// changing permissions, owner/group and access/modification times are
+	// silently ignored", docs/full-configuration.md) for times, and AWS
+	// Transfer with SetStatOption ENABLE_NO_OP. A WRITE still sets the
+	// modification time.
+	IgnoreSetTimes bool
 }
 
 // Request describes a request to the Fail, Stall and Corrupt hooks. Path is
@@ -203,7 +240,7 @@ type config struct {
 // use. Each Conn is an independent session over the shared filesystem.
 type Server struct {
 	cfg config
-	fs  *fsys
+	fs  backend
 
 	wg sync.WaitGroup // every session goroutine
 
@@ -213,6 +250,8 @@ type Server struct {
 	nsess    uint64
 	stalled  int           // replies withheld across sessions
 	stallCh  chan struct{} // closed and replaced whenever stalled changes or the server closes
+
+	quirks *quirkState
 
 	handleSeq   atomic.Uint64
 	openHandles atomic.Int64
@@ -256,9 +295,18 @@ func New(opts Options) *Server {
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = 4 << 30
 	}
+	var tree backend
+	if cfg.Root != nil {
+		tree = newDirFS(cfg.Root, cfg.MaxFileSize)
+	} else {
+		mem := newFS(cfg.MaxFileSize)
+		mem.ignoreTimes = cfg.IgnoreSetTimes
+		tree = mem
+	}
 	return &Server{
 		cfg:      cfg,
-		fs:       newFS(cfg.MaxFileSize),
+		fs:       tree,
+		quirks:   newQuirkState(),
 		sessions: make(map[*session]struct{}),
 		stallCh:  make(chan struct{}),
 	}
@@ -276,7 +324,7 @@ func New(opts Options) *Server {
 func (s *Server) Conn() (r io.ReadCloser, w io.WriteCloser) {
 	in, out := newPipe(s.cfg.Window), newPipe(s.cfg.Window)
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.sessionsFull() {
 		s.mu.Unlock()
 		in.closeRead()
 		out.closeWrite()
@@ -311,6 +359,12 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// sessionsFull applies Quirks.MaxSessions. Callers hold s.mu.
+func (s *Server) sessionsFull() bool {
+	q := s.cfg.Quirks
+	return q != nil && q.MaxSessions > 0 && len(s.sessions) >= q.MaxSessions
+}
+
 func (s *Server) liveSessions() []*session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,6 +375,20 @@ func (s *Server) removeSession(ss *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, ss)
+}
+
+// KillSessions ends every session at once, as connections that die: replies not
+// yet sent are dropped, and so are the WRITEs sessions hold (HoldWrites). The server
+// stays open for new sessions. It returns once the sessions it ended have stopped
+// changing the file system.
+func (s *Server) KillSessions() {
+	list := s.liveSessions()
+	for _, ss := range list {
+		ss.kill()
+	}
+	for _, ss := range list {
+		<-ss.readerDone
+	}
 }
 
 // OpenHandles is the number of handles currently open across sessions. A
@@ -422,39 +490,13 @@ func (s *Server) ReleaseStalledWhere(match func(Request) bool) int {
 // os.WriteFile, except that perm is applied as given (no umask) when the
 // file is created. Symlinks are followed; the parent must exist.
 func (s *Server) WriteFile(name string, data []byte, perm fs.FileMode) error {
-	f := s.fs
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, err := f.resolve(name, true)
-	if err != nil {
-		return pathErr("writefile", name, err)
-	}
-	n := l.node
-	switch {
-	case n == nil:
-		n = f.newNode(sIFREG | unixPerm(perm))
-		f.addEntry(l.parent, l.name, n)
-	case !n.isReg():
-		return pathErr("writefile", name, eISDIR)
-	}
-	n.data = append(n.data[:0], data...)
-	n.mtime = now32()
-	return nil
+	return pathErr("writefile", name, s.fs.writeFile(name, data, unixPerm(perm)))
 }
 
 // ReadFile returns a copy of a file's contents (symlinks followed).
 func (s *Server) ReadFile(name string) ([]byte, error) {
-	f := s.fs
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	n, err := f.find(name, true)
-	if err != nil {
-		return nil, pathErr("readfile", name, err)
-	}
-	if !n.isReg() {
-		return nil, pathErr("readfile", name, eISDIR)
-	}
-	return slices.Clone(n.data), nil
+	b, err := s.fs.readFile(name)
+	return b, pathErr("readfile", name, err)
 }
 
 // Mkdir creates a directory with exactly perm (no umask).

@@ -44,7 +44,7 @@ type item struct {
 type session struct {
 	srv *Server
 	cfg *config
-	fs  *fsys
+	fs  backend
 
 	in  *pipe // requests, client -> server
 	out *pipe // replies, server -> client
@@ -52,16 +52,19 @@ type session struct {
 	items      chan item
 	free       chan []byte   // reply buffers the writer has finished with
 	done       chan struct{} // closed by kill
+	readerDone chan struct{} // closed once the reader has stopped and cleaned up
 	killOnce   sync.Once
 	writerDone chan struct{}
 	release    chan struct{} // nudges the writer to pick up released stalls
 
 	// Reader-goroutine state.
-	hdr     [4]byte
-	inbuf   []byte
-	req     request
-	handles map[string]*handle
-	seq     int
+	hdr        [4]byte
+	inbuf      []byte
+	req        request
+	handles    map[string]*handle
+	lastHandle *handle // the handle appendHandle registered last
+	seq        int
+	held       heldWrites // HoldWrites
 
 	// Writer-goroutine state.
 	sent int64
@@ -89,10 +92,12 @@ func newSession(srv *Server, in, out *pipe, n uint64) *session {
 		free:       make(chan []byte, 128),
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		readerDone: make(chan struct{}),
 		release:    make(chan struct{}, 1),
 		handles:    make(map[string]*handle),
 		rng:        rand.New(rand.NewPCG(uint64(srv.cfg.Reorder)^srv.cfg.Seed, n)),
 	}
+	ss.held.rng = rand.New(rand.NewPCG(uint64(srv.cfg.HoldWrites)^srv.cfg.Seed, n^0x5eed))
 	in.onPacket = ss.requestWritten
 	out.onMark = ss.replyRead
 	return ss
@@ -178,6 +183,7 @@ func (ss *session) readPacket() (typ uint8, body []byte, ok bool) {
 
 func (ss *session) readLoop() {
 	defer ss.srv.wg.Done()
+	defer close(ss.readerDone)
 	defer ss.finish()
 	typ, body, ok := ss.readPacket()
 	// Anything before INIT is fatal, as in OpenSSH. The client's version
@@ -186,15 +192,21 @@ func (ss *session) readLoop() {
 		return
 	}
 	ss.version(time.Now())
+	idle := ss.idleTimer()
+	defer idle.Stop()
 	for {
-		if ss.cfg.Reorder > 1 && !ss.in.packetReady() {
-			ss.items <- item{kind: itemFlush}
+		if (ss.cfg.Reorder > 1 || ss.cfg.HoldWrites > 0) && !ss.in.packetReady() {
+			ss.applyHeld(0) // nothing is waiting: the client may be waiting for these
+			if ss.cfg.Reorder > 1 {
+				ss.items <- item{kind: itemFlush}
+			}
 		}
 		typ, body, ok := ss.readPacket()
 		if !ok {
 			return
 		}
 		ss.seq++
+		idle.Reset(ss.idleTimeout())
 		if ss.cfg.DropAfterRequests > 0 && ss.seq == ss.cfg.DropAfterRequests {
 			return
 		}
@@ -202,6 +214,26 @@ func (ss *session) readLoop() {
 			return
 		}
 	}
+}
+
+// idleTimer ends the session after Quirks.IdleTimeout without a request; without
+// one it never fires.
+func (ss *session) idleTimer() *time.Timer {
+	t := time.AfterFunc(ss.idleTimeout(), ss.kill)
+	if ss.idleTimeout() == never {
+		t.Stop()
+	}
+	return t
+}
+
+// never stands for "no idle timeout": a timer set to it does not fire in a test's life.
+const never = time.Duration(1<<63 - 1)
+
+func (ss *session) idleTimeout() time.Duration {
+	if q := ss.cfg.Quirks; q != nil && q.IdleTimeout > 0 {
+		return q.IdleTimeout
+	}
+	return never
 }
 
 // finish runs when the reader stops, for whatever reason.
@@ -218,7 +250,12 @@ func (ss *session) finish() {
 	ss.mu.Unlock()
 	ss.srv.stallDelta(-dropped)
 
+	ss.held.drop() // read, never carried out: a killed server process's
 	ss.srv.openHandles.Add(-int64(len(ss.handles)))
+	for _, h := range ss.handles {
+		ss.forgetQuirks(h)
+		h.release()
+	}
 	clear(ss.handles)
 
 	s := ss.srv
