@@ -223,6 +223,7 @@ func (c *Client) readSum(ctx context.Context, name string, alg HashAlgorithm, of
 	if err != nil {
 		return nil, unwrapPath(err)
 	}
+	f.callCtx = ctx // its CLOSEs, its siblings' included, within the call's ctx
 	return sumFile(ctx, f, alg, off, n)
 }
 

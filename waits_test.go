@@ -191,3 +191,21 @@ func TestDirCloseContext(t *testing.T) {
 	require.ErrorIs(t, d.CloseContext(testCtx(t)), fs.ErrClosed)
 	srv.ReleaseStalled()
 }
+
+// TestHashSiblingCloseNeverAnswered: Hash, reading the file through the engine (the
+// test server offers no check-file and no command), returns once its ctx ends,
+// though a sibling's CLOSE is never answered.
+func TestHashSiblingCloseNeverAnswered(t *testing.T) {
+	c, srv := stripedStallingCloses(t)
+	require.NoError(t, srv.WriteFile("/big", randBytes(waitsSize, 30), 0o644))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	res := tsGo(func() error { _, err := c.Hash(ctx, "/big", SHA256); return err })
+	tsWaitStalled(t, srv, 1)
+	require.Greater(t, len(c.chans.live()), 1, "the read striped")
+	cancel()
+	if err := tsRecv(t, res, "Hash"); err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	srv.ReleaseStalled()
+}
