@@ -61,11 +61,26 @@ type fileLife struct {
 	when   time.Time // the deadline set, zero for none
 	timer  *time.Timer
 	gen    uint64 // counts SetDeadline calls, so that a stale timer does nothing
+	// passed is closed when the deadline passes, Close or not (hasPassed then set),
+	// and renewed as done is: what bounds the waits that outlast Close, those for the
+	// CLOSEs of a transfer's siblings (File.siblingBound).
+	passed    chan struct{}
+	hasPassed bool
 }
 
 var _ context.Context = (*fileLife)(nil)
 
-func newFileLife() *fileLife { return &fileLife{done: make(chan struct{})} }
+func newFileLife() *fileLife {
+	return &fileLife{done: make(chan struct{}), passed: make(chan struct{})}
+}
+
+// deadlinePassed returns the channel closed when the current deadline passes, which
+// Close does not close.
+func (l *fileLife) deadlinePassed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.passed
+}
 
 // Deadline reports the deadline SetDeadline set, so that a context derived from the
 // File's sees it too.
@@ -96,10 +111,7 @@ func (l *fileLife) end() {
 	if l.closed {
 		return
 	}
-	l.closed = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
+	l.closed = true // the timer runs on: deadlinePassed outlasts Close
 	if l.err == nil {
 		close(l.done)
 	}
@@ -122,6 +134,9 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 	if l.err != nil { // passed: the waits that follow get a fresh channel
 		l.done, l.err = make(chan struct{}), nil
 	}
+	if l.hasPassed {
+		l.passed, l.hasPassed = make(chan struct{}), false
+	}
 	switch {
 	case t.IsZero():
 	case !t.After(time.Now()):
@@ -131,7 +146,7 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 		l.timer = time.AfterFunc(time.Until(t), func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.gen == gen && l.err == nil {
+			if l.gen == gen {
 				l.expire()
 			}
 		})
@@ -139,8 +154,14 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 	return true
 }
 
-// expire ends the current waits. l.mu is held and l.err is nil.
+// expire ends the current waits, once for each deadline set. l.mu is held.
 func (l *fileLife) expire() {
-	l.err = errDeadline
-	close(l.done)
+	if !l.hasPassed {
+		l.hasPassed = true
+		close(l.passed)
+	}
+	if l.err == nil { // neither passed already nor closed
+		l.err = errDeadline
+		close(l.done)
+	}
 }

@@ -194,12 +194,3 @@ func waitWithin[T any](ctx context.Context, op string, cn *conn, fn func() (T, e
 		return v, false, ctxError(ctx, op)
 	}
 }
-
-// joinCtx returns a ctx that ends when ctx or other does; when other ends first, its
-// cause is other's (context.Cause), so that ctxError keeps a File's own reason. stop
-// releases what joinCtx set up.
-func joinCtx(ctx, other context.Context) (joined context.Context, stop context.CancelFunc) {
-	joined, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(other, func() { cancel(context.Cause(other)) })
-	return joined, func() { unhook(); cancel(nil) }
-}

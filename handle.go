@@ -28,12 +28,11 @@ import (
 // How long one is waited for: while the caller's ctx lasts; for a File's, while its
 // callCtx does (the call that opened it for itself, or none for a File its user
 // opened) and its deadline (SetDeadline) has not passed, siblings and batches
-// included; a transfer's siblings' also only while the File is open (siblingBound).
-// Close waits as long as that, CloseContext also no longer than its ctx. A reply not
-// waited for is dropped by the reader; the channel forgets it after a bound
-// (conn.forgotten). An upload's CLOSE, which must land before
-// its part file is cut, is waited for whole, alone once the Put's ctx has ended
-// (finishPut, through waitWithin: errors.go).
+// included (siblingBound). Close waits as long as that, CloseContext also no longer
+// than its ctx. A reply not waited for is dropped by the reader; the channel forgets
+// it after a bound (givenup.go). An upload's CLOSE, which must land before its part
+// file is cut, is waited for whole, alone once the Put's ctx has ended (finishPut,
+// through waitWithin: errors.go).
 //
 // A File is marked closed (markClosed) before its CLOSE is sent, so that no request
 // about the handle follows the CLOSE (File.hmu): the server reuses a closed handle's

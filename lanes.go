@@ -225,11 +225,21 @@ func (ls *lanes) forget(ids map[*lane][]uint32) {
 }
 
 // siblingBound is the ctx that bounds the waits for the CLOSEs of f's sibling handles
-// (finish, turnAway): the call's ctx (File.callCtx) and the File's life, which ends
-// when its deadline passes or it is closed. Not the transfer's own ctx, which for an
-// upload is its errgroup's, ended once the group is done.
+// (finish, turnAway): the call's ctx (File.callCtx), and the File's deadline, which
+// ends it with errDeadline. Not the transfer's own ctx, which for an upload is its
+// errgroup's, ended once the group is done, nor the File's life, which Close ends: a
+// transfer that Close stopped still returns with its siblings' handles closed.
 func (f *File) siblingBound() (context.Context, context.CancelFunc) {
-	return joinCtx(f.callCtx, f.life)
+	ctx, cancel := context.WithCancelCause(f.callCtx)
+	passed := f.life.deadlinePassed()
+	go func() {
+		select {
+		case <-passed:
+			cancel(errDeadline)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 // finish stops the opener and closes every sibling handle, waiting for the replies:
@@ -250,9 +260,9 @@ func (ls *lanes) finish() error {
 	// Match replies by id: a reply a dying channel had already handed over may still
 	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as every
 	// wait of the call is (siblingBound): for a Get, Put, ReadFile or WriteFile by its
-	// ctx, for a File's io methods by its deadline and its Close, as a server that
-	// never answers a CLOSE must not hold the call; otherwise the transfer returns
-	// with every handle closed. The replies given up are dropped when they come.
+	// ctx, for a File's io methods by its deadline, as a server that never answers a
+	// CLOSE must not hold the call; otherwise the transfer returns with every handle
+	// closed. The replies given up are dropped when they come.
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
