@@ -567,17 +567,18 @@ func (f *File) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 // written in one run from w's position, and pieces past it may have been written too.
 // A server that reports the end of the file and sends data past it fails WriteTo (as
 // every read) at that end: the bytes between are unknown.
-func (f *File) WriteTo(w io.Writer) (int64, error) { return f.writeTo(f.life, w) }
+func (f *File) WriteTo(w io.Writer) (int64, error) { return f.writeTo(f.life, "writeto", w) }
 
-// writeTo is WriteTo while ctx lasts.
-func (f *File) writeTo(ctx context.Context, w io.Writer) (int64, error) {
-	if err := f.checkAccess("writeto", false); err != nil {
+// writeTo is WriteTo while ctx lasts, its errors naming op, the caller's entry point.
+func (f *File) writeTo(ctx context.Context, op string, w io.Writer) (int64, error) {
+	if err := f.checkAccess(op, false); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
 	s := f.newReadStream(ctx, f.offset, -1, f.window(), true)
+	s.op = op
 	defer s.close()
 	// Remote failures come back as *fs.PathError, w's bare.
 	wa, base, direct := writerAt(w)

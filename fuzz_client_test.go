@@ -142,7 +142,7 @@ func runScripted(t *testing.T, stream []byte, deadline time.Duration) scriptedRe
 			res.readAtN, res.readAtErr = file.readAt(ctx, make([]byte, scriptedSize), 0)
 		})
 		bounded(func(ctx context.Context) {
-			res.writeToN, res.writeToErr = file.writeTo(ctx, io.Discard)
+			res.writeToN, res.writeToErr = file.writeTo(ctx, "writeto", io.Discard)
 		})
 		bounded(func(ctx context.Context) { res.closeErr = file.close(ctx) })
 	}

@@ -544,7 +544,7 @@ func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgre
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.writeTo(ctx, chk.local(w))
+	n, err := f.writeTo(ctx, "writeto", chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}

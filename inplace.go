@@ -70,7 +70,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.writeTo(ctx, struct{ io.Writer }{chk.writer(w)})
+	n, err := f.writeTo(ctx, "writeto", struct{ io.Writer }{chk.writer(w)})
 	f.Close()
 	if cerr := ctxError(ctx, ""); cerr != nil {
 		return cerr // the write it interrupted says only that its deadline passed

@@ -70,11 +70,12 @@ type writtenPiece struct {
 // readStream reads a file from an offset; see the window rule above.
 type readStream struct {
 	lanes
-	size  int   // bytes per READ; lowered when the server returns less than asked
-	next  int64 // offset of the next byte to yield
-	issue int64 // offset of the next READ to send
-	limit int64 // end of the range to read, or -1 for "to EOF"
-	win   int   // current window; grows by one per segment yielded, up to max
+	op    string // the entry point the errors of writeTo and writeAt name
+	size  int    // bytes per READ; lowered when the server returns less than asked
+	next  int64  // offset of the next byte to yield
+	issue int64  // offset of the next READ to send
+	limit int64  // end of the range to read, or -1 for "to EOF"
+	win   int    // current window; grows by one per segment yielded, up to max
 	max   int
 
 	reqs map[uint32]chunk
@@ -126,7 +127,7 @@ func (f *File) newReadStream(ctx context.Context, off, limit int64, win int, sta
 		win: min(win, window), max: window,
 		reqs: make(map[uint32]chunk, window),
 		segs: make(map[int64]segment, window),
-		ends: newReadEnds(), hint: -1,
+		ends: newReadEnds(), hint: -1, op: "writeto",
 	}
 	if f.c.stripes() {
 		s.capped = true
@@ -518,7 +519,7 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 			if err == io.EOF {
 				return total, nil
 			}
-			return total, s.f.err("writeto", err)
+			return total, s.f.err(s.op, err)
 		}
 		s.awaitEnd()
 		n, err := w.Write(s.cur.data)
@@ -576,7 +577,7 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	if err == io.EOF {
 		return n, nil
 	}
-	return n, s.f.err("writeto", err)
+	return n, s.f.err(s.op, err)
 }
 
 // writePieces is a writer of writeAt: it writes each piece it takes at its offset

@@ -84,7 +84,7 @@ func (c *Client) readAgain(ctx context.Context, name string, buf *bytes.Buffer) 
 // readWhole reads f from its start to EOF into buf with the transfer engine, and
 // closes it.
 func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
-	_, err := f.writeTo(ctx, buf)
+	_, err := f.writeTo(ctx, "read", buf)
 	// As in os.ReadFile, a failed close does not spoil data read whole.
 	f.Close()
 	return err
