@@ -43,10 +43,10 @@ func (e *replyTooLargeError) Error() string {
 
 func (e *replyTooLargeError) Is(target error) bool { return target == ErrListingTooLarge }
 
-// sendListing sends the READDIR pkt as request id, as send does, with acct, the
-// memory account a NAME longer than the reply cap is read within.
-func (c *conn) sendListing(ctx context.Context, id uint32, pkt []byte, ch chan<- response, acct *budget) error {
-	return c.enqueue(ctx, id, pkt, waiter{ch: ch, acct: acct}, nil)
+// startListing starts the READDIR pkt as start does, with acct, the memory account a
+// NAME longer than the reply cap is read within.
+func (c *conn) startListing(ctx context.Context, pkt []byte, acct *budget) call {
+	return c.startWith(ctx, pkt, nil, acct)
 }
 
 // readOversized reads the body of a reply whose header (hdr) says n bytes, more than

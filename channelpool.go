@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,12 @@ import (
 // So striping never delays the start of a transfer, and a channel the server refuses
 // (sshd MaxSessions) just means fewer lanes.
 
+// defaultStripeMinRTT is the round trip below which one channel's window is not what
+// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
+// connection. There extra channels would only add server processes competing for the
+// CPU. (Tests lower it to exercise striping on loopback.)
+const defaultStripeMinRTT = 2 * time.Millisecond
+
 // stripes reports whether the link is slow enough for striping to pay.
 func (c *Client) stripes() bool {
 	return c.opts.channels > 1 && c.source != nil &&
@@ -34,7 +41,20 @@ type channelPool struct {
 	conns   []*conn // conns[0] is the main channel
 	closed  bool
 	refused bool // the server refused a channel: don't ask again
+	// lingering are the channels given up on a stalled Write (connwrite.go) whose
+	// reader or writer may still run: see closedToNew.
+	lingering []*conn
 }
+
+// maxLingering is how many channels given up on a stalled Write may still hold their
+// goroutines before the Client opens no more. Such a channel's reader and writer (and
+// x/crypto's two goroutines of its session) stay blocked until the server closes the
+// channel or the SSH connection closes: nothing on the client's side can end them
+// (connwrite.go). A server that stalls every channel it is given could otherwise make
+// a long-lived Client pile them up, some 4 goroutines and 0.65 MiB each. Past the
+// bound the Client goes on with the channels it has (the main one at least), and
+// opens more once one of those given up has ended.
+const maxLingering = 4
 
 func (s *channelPool) init(main *conn) { s.conns = []*conn{main} }
 
@@ -68,6 +88,9 @@ func (s *channelPool) live() []*conn {
 			kept = append(kept, cn)
 			out = append(out, cn)
 		} else {
+			if cn.givenUp() {
+				s.lingering = append(s.lingering, cn)
+			}
 			go cn.close() // its reader may still be running: let it end
 		}
 	}
@@ -94,10 +117,10 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 		}
 	}
 	useAll(c.dataChannels()) // never the main channel: see filechannel.go
-	if len(seen) < n && c.source != nil && !c.chans.isRefused() {
+	if len(seen) < n && c.source != nil && !c.chans.closedToNew() {
 		c.chans.grow.Lock()
 		useAll(c.dataChannels()) // what another transfer opened while we waited
-		for i := len(c.dataChannels()); i < n && !c.chans.isRefused(); i++ {
+		for i := len(c.dataChannels()); i < n && !c.chans.closedToNew(); i++ {
 			g.Go(func() error {
 				cn, err := c.source.open(ctx)
 				if err != nil {
@@ -124,6 +147,15 @@ func (s *channelPool) isRefused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.refused
+}
+
+// closedToNew reports whether the Client opens no more channels: the server refused
+// one, or maxLingering channels given up still hold their goroutines.
+func (s *channelPool) closedToNew() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lingering = slices.DeleteFunc(s.lingering, func(cn *conn) bool { return !cn.lingers() })
+	return s.refused || len(s.lingering) >= maxLingering
 }
 
 func (s *channelPool) refuse() {

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,22 @@ import (
 //
 // Channels are kept by the channelPool across transfers and closed with the Client; the
 // source closes what else it owns (the dialled connections) after them.
+
+// defaultChannelsPerConn is how many channels share one SSH connection before the
+// Client dials another (with WithDialer). Each connection is one cipher stream, run by
+// one goroutine here and one sshd process there. It was measured on the project's
+// 2-core machine at RTT 50 ms (see docs/design.md, "Channels and where they come
+// from").
+const defaultChannelsPerConn = 8
+
+// maxDialing bounds the dials one Client has under way. sshd drops connections that
+// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
+// the Client's striping growth.
+const maxDialing = 4
+
+// maxChannelAttempts bounds how often one open moves on to another connection after a
+// refused session or a dead connection.
+const maxChannelAttempts = 3
 
 // channelSource opens the extra SFTP channels of a Client.
 type channelSource interface {
@@ -95,7 +112,7 @@ func newSSHLink(sc *ssh.Client, ready chan struct{}, ka keepaliveSpec) *sshLink 
 // keepalive.
 func (s *sshChannels) first(ctx context.Context) (*conn, error) {
 	base := s.links[0]
-	cn, err := s.c.openSession(ctx, base.sc, base.life, nil)
+	cn, err := s.c.startSession(ctx, base.sc, base.life, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -234,10 +251,7 @@ func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 	case s.dialing <- struct{}{}:
 		sc, err = s.dialOrGiveUp(ctx)
 	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		err = fmt.Errorf("sftp: dialling another connection: %w", err)
+		err = ctxError(ctx, "dialling another connection")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,17 +282,20 @@ func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 // Client.Close (which cancels ctx) or a transfer past its ctx. A connection such a
 // dialer delivers after the wait ended is closed, as nobody will use it.
 func (s *sshChannels) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
-	sc, _, err := awaitOrAbandon(ctx, func() (*ssh.Client, error) {
+	const op = "dialling another connection"
+	sc, _, err := waitWithin(ctx, op, nil, func() (*ssh.Client, error) {
 		sc, err := s.dial(ctx)
 		<-s.dialing
 		switch {
 		case err != nil && sc != nil:
 			sc.Close() // a connection that comes with an error is not used
-			return nil, err
 		case err == nil && sc == nil:
-			return nil, errors.New("sftp: the dialer returned no connection and no error")
+			err = errors.New("the dialer returned no connection and no error")
 		}
-		return sc, err
+		if err != nil {
+			return nil, fmt.Errorf("sftp: %s: %w", op, err)
+		}
+		return sc, nil
 	}, func(sc *ssh.Client) { sc.Close() })
 	return sc, err
 }
@@ -286,13 +303,7 @@ func (s *sshChannels) dialOrGiveUp(ctx context.Context) (*ssh.Client, error) {
 // session opens a channel on t's connection. The channel gives its place back when its
 // channel is closed.
 func (s *sshChannels) session(ctx context.Context, t *channelTicket) (*conn, error) {
-	var cn *conn
-	var err error
-	if s.pipeline {
-		cn, err = s.c.pipelinedSession(ctx, t.l.sc, t.l.life, t.end)
-	} else {
-		cn, err = s.c.openSession(ctx, t.l.sc, t.l.life, t.end)
-	}
+	cn, err := s.c.startSession(ctx, t.l.sc, t.l.life, !s.pipeline, t.end)
 	if err == nil {
 		t.opened(cn)
 	}
@@ -371,16 +382,25 @@ func (s *sshChannels) close() {
 	}
 }
 
-// pipelinedSession opens a session channel and sends, without waiting for any reply,
-// the env requests and the subsystem (or exec) request, then INIT (startConn). The
-// main channel showed they succeed; should one fail after all, the server closes the
-// channel, and the channel fails with the reason it reads. onClose runs when the
-// channel is closed.
-func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, life *lifeClock, onClose func()) (*conn, error) {
+// startSession opens a session channel on sc, starts the SFTP server on it (the
+// WithEnv variables, then the subsystem or WithServerCommand's command) and speaks
+// INIT: the one way a Client gets a channel on an SSH connection, its main channel
+// and its data channels alike. x/crypto's channel calls take no ctx, so they run
+// under waitWithin: a session that opens after ctx has ended is closed. onClose, if
+// not nil, runs when the channel is closed. life, if not nil, counts what the channel
+// reads as the connection's life (keepalive.go).
+//
+// With confirmed, each request waits for the server's answer, and the conn for
+// VERSION (newConn), so that a server that refuses something says what: the main
+// channel, and the data channels of a server not known to keep a session's order
+// (inOrderSessions). Without, the main channel having shown that the server starts,
+// the requests and INIT go out back to back (startConn): should one fail after all,
+// the server closes the channel, and the channel fails with the reason it reads.
+func (c *Client) startSession(ctx context.Context, sc *ssh.Client, life *lifeClock, confirmed bool, onClose func()) (*conn, error) {
 	if err := ctxError(ctx, ""); err != nil {
 		return nil, err
 	}
-	ch, abandoned, err := awaitOrAbandon(ctx, func() (ssh.Channel, error) {
+	ch, _, err := waitWithin(ctx, "opening a session", nil, func() (ssh.Channel, error) {
 		// OpenChannel waits for the server's confirmation: the channel has no number
 		// to send on before it.
 		ch, reqs, err := sc.OpenChannel("session", nil)
@@ -388,15 +408,12 @@ func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, life *lif
 			return nil, fmt.Errorf("sftp: opening a session: %w", err)
 		}
 		go ssh.DiscardRequests(reqs) // exit-status and the like; ends with the channel
-		if err = c.startServerNoWait(ch); err != nil {
+		if err = c.startServer(ch, confirmed); err != nil {
 			ch.Close()
 			return nil, err
 		}
 		return ch, nil
 	}, func(ch ssh.Channel) { ch.Close() })
-	if abandoned {
-		return nil, fmt.Errorf("sftp: opening a session: %w", err)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -411,34 +428,47 @@ func (c *Client) pipelinedSession(ctx context.Context, sc *ssh.Client, life *lif
 	if c.opts.wrapStreams != nil {
 		r, w = c.opts.wrapStreams(r, w)
 	}
-	r = life.reader(r)
-	closer := func() error {
-		defer onClose()
-		return ch.Close()
+	r = life.reader(r) // what arrives shows the connection alive (keepalive.go)
+	// Closing the channel makes sshd close its side, which ends the reader's Read with
+	// EOF, so Close can wait for the reader.
+	closer := ch.Close
+	if onClose != nil {
+		closer = func() error { defer onClose(); return ch.Close() }
+	}
+	if confirmed {
+		return newConn(ctx, r, w, closer, true, &c.dataPool)
 	}
 	cn, _ := startConn(r, w, closer, true, &c.dataPool)
 	return cn, nil
 }
 
-// startServerNoWait sends the WithEnv variables and the subsystem or command request
-// on ch, asking for no replies.
-func (c *Client) startServerNoWait(ch ssh.Channel) error {
+// errRefused is a channel request the server answered with a failure.
+var errRefused = errors.New("the server refused")
+
+// startServer sends the WithEnv variables and the subsystem or exec request on ch,
+// waiting for each answer when confirmed (a refusal is errRefused).
+func (c *Client) startServer(ch ssh.Channel, confirmed bool) error {
+	request := func(name string, msg any) error {
+		ok, err := ch.SendRequest(name, confirmed, ssh.Marshal(msg))
+		if err == nil && confirmed && !ok {
+			err = errRefused
+		}
+		return err
+	}
 	for _, kv := range c.opts.env {
-		msg := struct{ Name, Value string }{kv[0], kv[1]}
-		if _, err := ch.SendRequest("env", false, ssh.Marshal(&msg)); err != nil {
-			return fmt.Errorf("sftp: setting %s: %w", kv[0], err)
+		if err := request("env", &struct{ Name, Value string }{kv[0], kv[1]}); err != nil {
+			return fmt.Errorf("sftp: setting %s (OpenSSH's sshd sets only what AcceptEnv names): %w", kv[0], err)
 		}
 	}
 	if c.opts.command != "" {
-		msg := struct{ Command string }{c.opts.command}
-		if _, err := ch.SendRequest("exec", false, ssh.Marshal(&msg)); err != nil {
+		if err := request("exec", &struct{ Command string }{c.opts.command}); err != nil {
 			return fmt.Errorf("sftp: running the server command: %w", err)
 		}
 		return nil
 	}
-	msg := struct{ Name string }{c.subsystemName()}
-	if _, err := ch.SendRequest("subsystem", false, ssh.Marshal(&msg)); err != nil {
-		return fmt.Errorf("sftp: starting the %s subsystem: %w", msg.Name, err)
+	name := cmp.Or(c.opts.subsystem, "sftp")
+	if err := request("subsystem", &struct{ Name string }{name}); err != nil {
+		return fmt.Errorf("sftp: starting the %s subsystem: %w", name, err)
 	}
 	return nil
 }
@@ -470,33 +500,35 @@ func (p *pipeChannels) open(ctx context.Context) (*conn, error) {
 	if p.life.Err() != nil {
 		return nil, &closedError{cause: errClientClosed}
 	}
+	const op = "opening another pipe"
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.life, cancel)()
 	select {
 	case p.starting <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctxError(ctx, "opening another pipe")
+		return nil, ctxError(ctx, op)
 	}
 	// An opener that ignores its ctx must not hold Client.Close (which cancels ctx) or
 	// a transfer past its ctx: a pair it delivers after the wait ended is closed. Its
 	// place among the pipes starting is given back when it returns.
-	pair, _, err := awaitOrAbandon(ctx, func() (pipePair, error) {
+	pair, _, err := waitWithin(ctx, op, nil, func() (pipePair, error) {
 		r, w, err := p.openFn(ctx)
 		if err == nil && (r == nil || w == nil) {
 			_ = pipePair{r, w}.close()
-			err = errors.New("sftp: the pipe opener returned a nil reader or writer")
+			err = errors.New("the pipe opener returned a nil reader or writer")
 		}
 		if err != nil {
 			<-p.starting
+			return pipePair{}, fmt.Errorf("sftp: %s: %w", op, err)
 		}
-		return pipePair{r, w}, err
+		return pipePair{r, w}, nil
 	}, func(late pipePair) {
 		_ = late.close()
 		<-p.starting
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sftp: opening another pipe: %w", err)
+		return nil, err
 	}
 	r, w := pair.r, pair.w
 	closer, closable := pipeCloser(r, w)

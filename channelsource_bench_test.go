@@ -36,7 +36,7 @@ func benchSSHDOptions(o sshdtest.SSHDOptions) sshdtest.SSHDOptions {
 // and last are the first and the last lane's time in ms. "waited" sets a lane up
 // waiting for each reply (session, subsystem, INIT, then OPEN), "pipelined" sends the
 // subsystem request, INIT and OPEN without waiting, "dialled" puts every lane on a
-// connection of its own (WithDialer, one lane per connection), pipelined.
+// connection of its own (WithDialer, one channel per connection), pipelined.
 func BenchmarkLaneRamp(b *testing.B) {
 	const rtt = 50 * time.Millisecond
 	sshd := sshdtest.NewSSHD(b, benchSSHDOptions(sshdtest.SSHDOptions{MaxSessions: 64}))
@@ -58,7 +58,7 @@ func BenchmarkLaneRamp(b *testing.B) {
 					require.NoError(b, err)
 					opts := []Option{WithChannels(lanes + 1)}
 					if mode == "dialled" {
-						opts = append(opts, WithDialer(dial), withLanesPerConn(1))
+						opts = append(opts, WithDialer(dial), withChannelsPerConn(1))
 					}
 					c, err := NewClient(ctx, base, opts...)
 					require.NoError(b, err)
@@ -69,8 +69,8 @@ func BenchmarkLaneRamp(b *testing.B) {
 					var mu sync.Mutex
 					var ready []time.Duration
 					c.eachChannel(ctx, lanes, func(cn *conn) { // never main: see filechannel.go
-						_, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-							return appendOpen(nil, id, name, sshfx.FlagRead, &sshfx.Attrs{})
+						_, err := c.openHandle(ctx, cn, "open", func(dst []byte, id uint32) []byte {
+							return appendOpen(dst, id, name, sshfx.FlagRead, &sshfx.Attrs{})
 						})
 						if err == nil {
 							mu.Lock()
@@ -94,11 +94,11 @@ func BenchmarkLaneRamp(b *testing.B) {
 	}
 }
 
-// BenchmarkLanesPerConn downloads a file over 16 lanes behind a 50 ms round trip, with
-// at most k lanes per SSH connection (more dialled as needed), each round on a fresh
-// Client as a program would, ramp included: it chose defaultChannelsPerConn. Set
-// SLUICE_BENCH_MIB for the size (default 256).
-func BenchmarkLanesPerConn(b *testing.B) {
+// BenchmarkChannelsPerConn downloads a file over 16 lanes behind a 50 ms round trip,
+// with at most k channels per SSH connection (more dialled as needed), each round on
+// a fresh Client as a program would, ramp included: it chose defaultChannelsPerConn.
+// Set SLUICE_BENCH_MIB for the size (default 256).
+func BenchmarkChannelsPerConn(b *testing.B) {
 	const rtt = 50 * time.Millisecond
 	size := 256 << 20
 	if v := os.Getenv("SLUICE_BENCH_MIB"); v != "" {
@@ -121,7 +121,7 @@ func BenchmarkLanesPerConn(b *testing.B) {
 			for b.Loop() {
 				base, err := dial(ctx)
 				require.NoError(b, err)
-				c, err := NewClient(ctx, base, WithChannels(16), WithDialer(dial), withLanesPerConn(k))
+				c, err := NewClient(ctx, base, WithChannels(16), WithDialer(dial), withChannelsPerConn(k))
 				require.NoError(b, err)
 				f, err := c.Open(ctx, name)
 				require.NoError(b, err)

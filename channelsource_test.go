@@ -21,12 +21,12 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// laneFunc is a channelSource made of a function that owns nothing: tests give a Client
-// lanes to an in-process server with it.
-type laneFunc func(ctx context.Context) (*conn, error)
+// channelSourceFunc is a channelSource made of a function that owns nothing: tests
+// give a Client data channels to an in-process server with it.
+type channelSourceFunc func(ctx context.Context) (*conn, error)
 
-func (f laneFunc) open(ctx context.Context) (*conn, error) { return f(ctx) }
-func (laneFunc) close()                                    {}
+func (f channelSourceFunc) open(ctx context.Context) (*conn, error) { return f(ctx) }
+func (channelSourceFunc) close()                                    {}
 
 // testDialer is a WithDialer function to a stripeEnv's sshd that keeps every
 // connection it made, so a test can kill one or check that the Client closed them.
@@ -148,13 +148,13 @@ func TestDialerMaxSessionsOne(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
-// Lanes are spread over connections: withLanesPerConn(2) and six lanes make three
+// Lanes are spread over connections: withChannelsPerConn(2) and six lanes make three
 // connections, the caller's and two dialled, though the server would take more
 // sessions on one.
 func TestDialerSpreadsLanes(t *testing.T) {
 	e := newStripeEnv(t, 0)
 	d := &testDialer{e: e}
-	c, _ := e.dialerClient(t, d, WithChannels(6), withLanesPerConn(2))
+	c, _ := e.dialerClient(t, d, WithChannels(6), withChannelsPerConn(2))
 	data := randBytes(stripeSize, 34)
 	down := e.file(t, "down", data)
 	// The file opens on the main channel and stripes over six data channels: seven
@@ -254,7 +254,7 @@ func TestCloseDuringDialRampUp(t *testing.T) {
 			_ = f.Close()
 			// The transfer has ended, and with it the lane opener that dials: every
 			// dial that will ever start has. The Client does not wait for a dial it
-			// gave up on (awaitOrAbandon): wait for each here, so that what it made is
+			// gave up on (waitWithin): wait for each here, so that what it made is
 			// in dialled and its goroutines have ended.
 			await(t, d.finished, 1+len(d.started), "the dials to end")
 			for _, sc := range d.dialled() {

@@ -70,13 +70,22 @@ func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorith
 	if learned(c.hashes.checkFile.Load()) == refused {
 		return nil, false, nil
 	}
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendCheckFileName(nil, id, name, alg, off, -1) })
+	var serr error // the server's STATUS: a refusal of this request
+	err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendCheckFileName(dst, id, name, alg, off, -1)
+	}, func(r response) error {
+		if r.typ == sshfx.TypeStatus {
+			serr = otherReply(extCheckFileName, &r, sshfx.TypeExtendedReply)
+			return nil
+		}
+		var derr error
+		sum, derr = decodeCheckFile(&r, alg) // a *ProtocolError fails the channel (do)
+		return derr
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	defer r.release()
-	if r.typ == sshfx.TypeStatus {
-		serr := otherReply(extCheckFileName, &r, sshfx.TypeExtendedReply)
+	if serr != nil {
 		var se *StatusError
 		if errors.As(serr, &se) && se.Code == StatusNoSuchFile {
 			c.hashes.checkFile.Store(int32(offered))
@@ -87,15 +96,8 @@ func (c *Client) checkFileSum(ctx context.Context, name string, alg HashAlgorith
 		}
 		return nil, false, nil // a refusal of this request: the next means may do
 	}
-	sum, err = decodeCheckFile(&r, alg)
-	var pe *ProtocolError
-	if errors.As(err, &pe) {
-		return nil, false, c.main.check(err)
-	}
-	if err == nil {
-		c.hashes.checkFile.Store(int32(offered))
-	}
-	return sum, err == nil, err
+	c.hashes.checkFile.Store(int32(offered))
+	return sum, true, nil
 }
 
 // learnCheckFile settles whether the server knows check-file-name after an
@@ -106,17 +108,18 @@ func (c *Client) learnCheckFile(ctx context.Context) error {
 	var b [12]byte
 	rand.Read(b[:])
 	missing := ".sluice-check-file-probe-" + hex.EncodeToString(b[:])
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendCheckFileName(nil, id, missing, SHA256, 0, -1) })
-	if err != nil {
-		return err
-	}
-	defer r.release()
 	l := offered
-	if r.typ == sshfx.TypeStatus {
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendCheckFileName(dst, id, missing, SHA256, 0, -1)
+	}, func(r response) error {
 		var se *StatusError
-		if errors.As(decodeStatus(r.body), &se) && se.Code == StatusOpUnsupported {
+		if r.typ == sshfx.TypeStatus && errors.As(decodeStatus(r.body), &se) && se.Code == StatusOpUnsupported {
 			l = refused
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	c.hashes.checkFile.CompareAndSwap(int32(unknown), int32(l))
 	return nil

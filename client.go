@@ -24,7 +24,7 @@ const (
 )
 
 type options struct {
-	maxInflight  int
+	maxInflight  int   // 0: the default window (Client.window)
 	maxPacket    int   // 0: negotiate
 	memoryLimit  int64 // what one call may hold from server data (budget.go)
 	channels     int
@@ -42,7 +42,7 @@ type options struct {
 	wrapStreams func(io.Reader, io.WriteCloser) (io.Reader, io.WriteCloser)
 
 	// dial makes more SSH connections to the server (WithDialer); channelsPerConn is how
-	// many lanes share one before the Client dials another.
+	// many channels share one before the Client dials another.
 	dial            func(context.Context) (*ssh.Client, error)
 	channelsPerConn int
 	openPipe        func(context.Context) (io.Reader, io.WriteCloser, error) // WithPipeOpener
@@ -70,8 +70,13 @@ type options struct {
 // NewClient, before any connection state exists.
 type Option func(*options) error
 
-// WithMaxInflight sets how many requests a transfer keeps in flight (default 64). More
-// helps only until the SSH channel window (2 MiB) is full.
+// WithMaxInflight sets how many requests a transfer keeps in flight, summed over the
+// channels it stripes over, whatever the link: each holds one request's data at most,
+// so n bounds a transfer's memory. Without it a transfer keeps 64 on one channel, and
+// where the Client stripes (see WithChannels) 12 for each channel it may use, enough
+// to fill each channel's 2 MiB window, within 32 MiB of requests. More helps only
+// until the SSH channel windows are full; WithMaxInflight(1) sends one request at a
+// time.
 func WithMaxInflight(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
@@ -97,13 +102,20 @@ func WithMaxPacket(n int) Option {
 	}
 }
 
-// WithChannels sets the most SFTP channels (lanes) a Client stripes a large transfer
-// over (default 16, enough for a 100 ms link): sessions on its SSH connection, and with
-// WithDialer on the connections it dials. Within that ceiling a transfer sizes its lanes
-// to the link: none extra below 2 ms round trip, else as many as the round trip
-// suggests, more while each doubling still adds speed. NewClientPipe uses one unless
-// WithPipeOpener is given. On links where it stripes, these data channels carry the
-// files and the Client's first channel is kept for small calls beside them.
+// defaultChannels is how many channels a transfer may stripe over when the caller did
+// not choose (WithChannels): 16 windows of 2 MiB carry 320 MiB/s at 100 ms, more than
+// two cores move through SSH.
+const defaultChannels = 16
+
+// WithChannels sets the most SFTP channels a Client stripes a large transfer over
+// (default 16, enough for a 100 ms link): sessions on its SSH connection, and with
+// WithDialer on the connections it dials. Within that ceiling a transfer sizes how
+// many it uses to the link: none extra below 2 ms round trip, else as many as the
+// round trip suggests, more while each doubling still adds speed. NewClientPipe uses
+// one unless WithPipeOpener is given. On links where it stripes, these data channels
+// carry the files and the Client's first channel is kept for small calls beside them,
+// and unless WithMaxInflight says otherwise a transfer keeps 12 requests in flight for
+// each channel it may use (see WithMaxInflight).
 func WithChannels(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 64 {
@@ -114,20 +126,20 @@ func WithChannels(n int) Option {
 	}
 }
 
-// WithDialer lets NewClient open more SSH connections to the same server, for lanes
-// (see WithChannels). dial must return a new, authenticated connection to the server
-// the Client was made for, and give up once ctx is done (ctx bounds the dial only). The
-// Client dials:
+// WithDialer lets NewClient open more SSH connections to the same server, for more
+// channels (see WithChannels). dial must return a new, authenticated connection to
+// the server the Client was made for, and give up once ctx is done (ctx bounds the
+// dial only). The Client dials:
 //   - when the server refuses another session on the connections it has (sshd's
 //     MaxSessions, 10 by default; some servers allow one);
-//   - to spread lanes: each SSH connection is one cipher stream, run by one goroutine
-//     here and one sshd process there, so a connection carries at most 8 lanes
-//     (counting the main channel on the caller's connection), and the ninth lane is
-//     the first on a new connection. On long links this lets encryption run on
-//     several cores at each end.
+//   - to spread channels: each SSH connection is one cipher stream, run by one
+//     goroutine here and one sshd process there, so a connection carries at most 8
+//     channels (counting the main channel on the caller's connection), and the ninth
+//     channel is the first on a new connection. On long links this lets encryption
+//     run on several cores at each end.
 //
 // The Client owns the connections it dialled: Close closes them (never the one given
-// to NewClient), and one that dies is dropped, and dialled again by a later lane.
+// to NewClient), and one that dies is dropped, and dialled again for a later channel.
 // NewClientPipe ignores it.
 func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
 	return func(o *options) error {
@@ -142,11 +154,11 @@ func WithDialer(dial func(ctx context.Context) (*ssh.Client, error)) Option {
 // WithPipeOpener lets a NewClientPipe Client stripe large transfers over several pipes
 // (see WithChannels): open starts another SFTP server and returns its output (r) and
 // input (w), for example another `ssh host -s sftp` process, as the pipes given to
-// NewClientPipe. Each lane speaks SFTP (INIT) on its own. ctx bounds the opening only
-// (it ends when open returns, so a process started with exec.CommandContext(ctx) would
-// be killed): open must give up once ctx is done. Close closes every w, and every r that is an io.Closer; the caller reaps
-// the processes it started (after Close, each sees its input end). NewClient ignores
-// it.
+// NewClientPipe. Each pipe is a channel that speaks SFTP (INIT) on its own. ctx
+// bounds the opening only (it ends when open returns, so a process started with
+// exec.CommandContext(ctx) would be killed): open must give up once ctx is done. Close
+// closes every w, and every r that is an io.Closer; the caller reaps the processes it
+// started (after Close, each sees its input end). NewClient ignores it.
 func WithPipeOpener(open func(ctx context.Context) (io.Reader, io.WriteCloser, error)) Option {
 	return func(o *options) error {
 		if open == nil {
@@ -246,11 +258,11 @@ type Client struct {
 	// advertises no symlink-order extension (see asyncsshDraftSymlink).
 	draftSymlink bool
 
-	// source opens the extra lanes for striping (channelsource.go); nil for a pipe
-	// without WithPipeOpener.
+	// source opens the data channels (channelsource.go); nil for a pipe without
+	// WithPipeOpener.
 	source     channelSource
 	chans      channelPool
-	ctl        dataChannelOpener // opens data channels for files (filechannel.go)
+	dataOpener dataChannelOpener // opens data channels for files (filechannel.go)
 	laneMemory laneMemory        // the lane counts transfers settled on (lanerule.go)
 	// knownReadWrite: an upload's sibling opened read-write has been proven here, so
 	// the server writes out of order and later rounds write their nonce at once
@@ -342,7 +354,7 @@ func NewClientPipe(ctx context.Context, r io.Reader, w io.WriteCloser, opts ...O
 }
 
 func newClient(opts []Option) (*Client, error) {
-	c := &Client{opts: options{maxInflight: defaultFlight, channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
+	c := &Client{opts: options{channels: defaultChannels, stripeMinRTT: defaultStripeMinRTT,
 		channelsPerConn: defaultChannelsPerConn, memoryLimit: defaultMemoryLimit,
 		keepalive: keepaliveSpec{interval: defaultKeepaliveInterval, count: defaultKeepaliveCount}}}
 	for _, o := range opts {
@@ -359,125 +371,6 @@ func newClient(opts []Option) (*Client, error) {
 		return &b
 	}
 	return c, nil
-}
-
-// openSession opens one session channel running the sftp subsystem and does INIT.
-// x/crypto's session calls take no context, so the caller waits for them only while
-// ctx lasts (awaitOrAbandon); a session that opens after that is closed. onClose, if
-// not nil, runs when the channel is closed. life, if not nil, counts what the channel
-// reads as the connection's life (keepalive.go).
-func (c *Client) openSession(ctx context.Context, sc *ssh.Client, life *lifeClock, onClose func()) (*conn, error) {
-	if err := ctxError(ctx, ""); err != nil {
-		return nil, err
-	}
-	type opened struct {
-		sess *ssh.Session
-		r    io.Reader
-		w    io.WriteCloser
-	}
-	o, abandoned, err := awaitOrAbandon(ctx, func() (opened, error) {
-		var o opened
-		var err error
-		if o.sess, err = sc.NewSession(); err != nil {
-			return o, fmt.Errorf("sftp: opening a session: %w", err)
-		}
-		err = c.setEnv(o.sess)
-		if err == nil {
-			if o.w, err = o.sess.StdinPipe(); err == nil {
-				o.r, err = o.sess.StdoutPipe()
-			}
-		}
-		if err == nil {
-			err = c.startServer(o.sess)
-		}
-		if err != nil {
-			o.sess.Close()
-		}
-		return o, err
-	}, func(o opened) { o.sess.Close() })
-	if abandoned {
-		return nil, fmt.Errorf("sftp: opening a session: %w", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if c.opts.wrapStreams != nil {
-		o.r, o.w = c.opts.wrapStreams(o.r, o.w)
-	}
-	o.r = life.reader(o.r) // what arrives shows the connection alive (keepalive.go)
-	// Closing the session makes sshd close the channel, which ends the reader's Read
-	// with EOF, so Close can wait for the reader.
-	closer := o.sess.Close
-	if onClose != nil {
-		closer = func() error { defer onClose(); return o.sess.Close() }
-	}
-	return newConn(ctx, o.r, o.w, closer, true, &c.dataPool)
-}
-
-// awaitOrAbandon runs open, a call that may block past ctx (x/crypto's channel and
-// session calls take no ctx; a caller's dialer may ignore it), on a goroutine, and
-// waits for it only while ctx lasts. When ctx ends first it returns at once with
-// abandoned set and err = ctx.Err(), and leaves open to finish in the background:
-// what it then returns with a nil error goes to discard, as nobody will use it. open
-// must release whatever it took when it fails. The goroutine lasts as long as open
-// does: x/crypto's calls end at the latest when their connection closes.
-func awaitOrAbandon[T any](ctx context.Context, open func() (T, error), discard func(T)) (v T, abandoned bool, err error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := open()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, false, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.err == nil {
-				discard(r.v)
-			}
-		}()
-		return v, true, ctx.Err()
-	}
-}
-
-// setEnv sends the WithEnv variables on sess.
-func (c *Client) setEnv(sess *ssh.Session) error {
-	for _, kv := range c.opts.env {
-		if err := sess.Setenv(kv[0], kv[1]); err != nil {
-			return fmt.Errorf("sftp: the server refused to set %s (OpenSSH's sshd sets only what AcceptEnv names): %w", kv[0], err)
-		}
-	}
-	return nil
-}
-
-// startServer starts the SFTP server on sess: the subsystem, or WithServerCommand's
-// command.
-func (c *Client) startServer(sess *ssh.Session) error {
-	if c.opts.stderr != nil {
-		sess.Stderr = c.opts.stderr
-	}
-	if c.opts.command != "" {
-		if err := sess.Start(c.opts.command); err != nil {
-			return fmt.Errorf("sftp: running the server command: %w", err)
-		}
-		return nil
-	}
-	name := c.subsystemName()
-	if err := sess.RequestSubsystem(name); err != nil {
-		return fmt.Errorf("sftp: starting the %s subsystem: %w", name, err)
-	}
-	return nil
-}
-
-func (c *Client) subsystemName() string {
-	if c.opts.subsystem == "" {
-		return "sftp"
-	}
-	return c.opts.subsystem
 }
 
 // start finishes construction: records extensions and negotiates sizes.
@@ -524,20 +417,20 @@ type serverLimits struct{ MaxPacket, MaxRead, MaxWrite, MaxOpenHandles uint64 }
 
 func (c *Client) queryLimits(ctx context.Context) (serverLimits, error) {
 	var sl serverLimits
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendExtended(nil, id, extLimits) })
-	if err != nil {
-		return sl, err
-	}
-	defer r.release()
-	d, err := decodeExtendedReply("limits", &r)
-	if err != nil {
-		return sl, c.main.check(err)
-	}
-	sl = serverLimits{d.Uint64(), d.Uint64(), d.Uint64(), d.Uint64()}
-	if err := d.Done(); err != nil {
-		return sl, c.main.check(&ProtocolError{Op: "limits", Reason: err})
-	}
-	return sl, nil
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extLimits)
+	}, func(r response) error {
+		d, err := decodeExtendedReply("limits", &r)
+		if err != nil {
+			return err
+		}
+		sl = serverLimits{d.Uint64(), d.Uint64(), d.Uint64(), d.Uint64()}
+		if err := d.Done(); err != nil {
+			return &ProtocolError{Op: "limits", Reason: err}
+		}
+		return nil
+	})
+	return sl, err
 }
 
 // Close closes every SFTP channel of the Client, and the SSH connections it dialled
@@ -556,12 +449,12 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.partEnds.wait(c.main.stallGrace())
 		c.sftpAlive.halt()
-		c.ctl.stop()
+		c.dataOpener.stop()
 		c.chans.closeAll()
 		if c.source != nil {
 			c.source.close()
 		}
-		c.ctl.wait()
+		c.dataOpener.wait()
 	})
 	return nil
 }
@@ -588,12 +481,6 @@ func errUnsupportedExt(name string) error {
 	return fmt.Errorf("sftp: the server does not offer %s: %w", name, errors.ErrUnsupported)
 }
 
-// roundTrip sends the packet enc builds with a fresh id and waits for the reply.
-func (cn *conn) roundTrip(ctx context.Context, enc func(id uint32) []byte) (response, error) {
-	id := cn.newID()
-	return cn.call(ctx, id, enc(id))
-}
-
 // maxReply is the longest reply a channel of c accepts: enough for a DATA reply to the
 // largest READ this client sends, and never less than OpenSSH's own message cap.
 func (c *Client) maxReply() uint32 {
@@ -611,14 +498,4 @@ func (c *Client) dataBuf() *[]byte {
 			return bp
 		}
 	}
-}
-
-// statusCall sends a request whose reply is a bare STATUS.
-func (c *Client) statusCall(ctx context.Context, op string, enc func(id uint32) []byte) error {
-	r, err := c.main.roundTrip(ctx, enc)
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return c.main.check(expectStatus(op, &r))
 }

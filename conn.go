@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,6 +15,18 @@ import (
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
+
+// Where a request gets its reply. A conn is one SFTP channel. A request is started
+// (start, startInto) by filing the Go channel its reply goes to under its id in
+// pending and queueing its packet for the channel's writer (connwrite.go); the
+// channel's one reader (readLoop) reads each reply, takes its id out of pending and
+// sends the reply on the Go channel filed there (dispatch). The caller takes it from
+// that Go channel (call.wait and call.take; a transfer, which shares one Go channel
+// among all its requests, selects on it itself), or gives the request up while it
+// is in flight (call.abandon, forget), and the reader then drops the reply. When the
+// conn dies (fail), every request still in pending gets the conn's error as its
+// reply. Nothing else delivers replies: a newcomer reading this file has seen every
+// way one arrives.
 
 // response is one reply as the reader hands it over: the type and id it read, and the
 // body after them. body aliases a buffer that may be pooled: the receiver owns it and
@@ -49,8 +62,9 @@ func (r *response) release() {
 //     channel of capacity 1, a transfer one with capacity for all it keeps in flight), so
 //     the reader never blocks on a slow consumer;
 //   - a nil channel in pending marks a request whose waiter gave up: its late reply is
-//     dropped. A reply whose id is not in pending at all was never asked for, and is a
-//     protocol error;
+//     dropped. At most maxGivenUp are kept; older ones are forgotten, and a reply to
+//     one is dropped too (givenup.go). Any other reply whose id is not in pending was
+//     never asked for, and is a protocol error;
 //   - exactly one goroutine (writeLoop, connwrite.go) writes to w, whole packets in
 //     the order they were queued; a request enters pending under mu as its packet is
 //     queued, and leaves it again if its waiter gives up before the writer started it,
@@ -92,6 +106,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	pending map[uint32]waiter // guarded by mu; nil once failed
+	given   givenUpIDs        // guarded by mu: requests given up (givenup.go)
 	ws      writeState        // guarded by mu: the writer's queue (connwrite.go)
 
 	bg         sync.WaitGroup // goroutines started by background (waitWithin)
@@ -181,13 +196,13 @@ func makeConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPo
 	return c
 }
 
-// startConn is newConn without the wait for VERSION, for a lane of a server whose
-// first channel has already shown that it speaks SFTP: INIT is queued first, so
-// requests the caller sends at once go out behind it, and the server, which handles
-// a channel's packets in order, answers INIT before them. The reader takes VERSION
+// startConn is newConn without the wait for VERSION, for a data channel of a server
+// whose main channel has already shown that it speaks SFTP: INIT is queued first, so
+// requests the caller sends at once go out behind it, and the server, which handles a
+// channel's packets in order, answers INIT before them. The reader takes VERSION
 // before any reply; if it never comes, or is malformed, the conn fails and so does
-// every request sent on it. Setting up a lane
-// then costs one round trip less, and the lane's first request rides along with INIT.
+// every request sent on it. Setting up a channel then costs one round trip less, and
+// its first request (a transfer's OPEN) rides along with INIT.
 // versioned receives, once, nil when VERSION has arrived or the error that failed the
 // conn before it.
 func startConn(r io.Reader, w io.Writer, closer func() error, waitRd bool, dataPool *sync.Pool) (c *conn, versioned <-chan error) {
@@ -308,6 +323,7 @@ func (c *conn) dispatch(resp response) bool {
 		delete(c.pending, resp.id)
 	}
 	failed := c.pending == nil
+	ok = ok || !failed && c.forgottenLocked(resp.id) // a late reply: w.ch is nil
 	c.mu.Unlock()
 	ch := w.ch
 	switch {
@@ -360,28 +376,72 @@ func (c *conn) background(fn func()) bool {
 // newID returns a fresh request id.
 func (c *conn) newID() uint32 { return c.ids.Add(1) }
 
-// send registers ch for id and queues pkt for the writer; it never waits. ch must
-// have room for the reply; a nil ch means nobody waits and the reply is dropped. An
-// error means the request did not go out (ctx had ended, or the conn is dead) and
-// nothing will arrive on ch for it; after nil, the reply or the conn's failure will.
-// pkt is copied when it is short (copyMax); a longer one is written from the
-// caller's buffer, which must then not be reused: see sendRef.
-func (c *conn) send(ctx context.Context, id uint32, pkt []byte, ch chan<- response) error {
-	return c.sendRef(ctx, id, pkt, ch, nil)
+// The request path. Every request but INIT goes out through startInto, which files
+// the Go channel its reply goes to under the request's id in pending and queues the
+// packet for the writer, without waiting for anything. The rest are its forms:
+//
+//   - start: a request with a reply channel of its own, from replyChans; the call it
+//     returns takes the reply (wait, or take, which also decodes it) or gives it up
+//     (abandon);
+//   - do: one round trip, start then take, with the packet built in a pooled buffer;
+//   - startInto with a channel the caller shares between many requests: a transfer's,
+//     which collects every reply of every lane on one Go channel, matches each to its
+//     request by id, and gives up the rest with forget;
+//   - startInto with no channel: nobody waits, and the reply is dropped (closeLater).
+//
+// The id is read from the packet itself, so a reply is always filed under the id the
+// server saw.
+
+// call is a request sent with start: what wait needs to take its reply or give it up.
+// One with err set did not go out; neither did the zero value, whose wait reports
+// errNoRequest.
+type call struct {
+	c   *conn
+	id  uint32
+	ch  chan response // the call's own, from c.replyChans; nil if it did not go out
+	err error         // why it did not go out
 }
 
-// sendRef is send for a packet whose buffer the caller will reuse: ref (if not nil)
-// is told once when nothing will read the buffer any more, on every path, an error
-// returned by sendRef included.
-func (c *conn) sendRef(ctx context.Context, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
-	return c.enqueue(ctx, id, pkt, waiter{ch: ch}, ref)
+// start sends pkt and returns the call that waits for its reply. ref, when not nil,
+// is told once nothing will read pkt's buffer any more (a packet longer than copyMax
+// is written from it; see connwrite.go); nil when the caller never reuses the buffer.
+// A request that could not go out (ctx had ended, or the conn is dead) returns a call
+// whose wait reports why.
+func (c *conn) start(ctx context.Context, pkt []byte, ref packetRef) call {
+	return c.startWith(ctx, pkt, ref, nil)
 }
 
-// enqueue is sendRef for the waiter w (its seq is set here).
-func (c *conn) enqueue(ctx context.Context, id uint32, pkt []byte, w waiter, ref packetRef) error {
+// startWith is start with acct, the memory account a READDIR's reply longer than the
+// reply cap is read within (bigreply.go); nil for every other request.
+func (c *conn) startWith(ctx context.Context, pkt []byte, ref packetRef, acct *budget) call {
+	ch, _ := c.replyChans.Get().(chan response)
+	if ch == nil {
+		ch = make(chan response, 1)
+	}
+	if err := c.enqueue(ctx, pkt, ref, waiter{ch: ch, acct: acct}); err != nil {
+		c.replyChans.Put(ch) // not registered: nothing will come
+		return call{err: err}
+	}
+	return call{c: c, id: packetID(pkt), ch: ch}
+}
+
+// startInto sends pkt, its reply to go to into, which must have room for it; with a
+// nil into nobody waits and the reply is dropped. An error means the request did not
+// go out (ctx had ended, or the conn is dead) and nothing will arrive on into for it;
+// after nil, its reply or the conn's failure will. ref is as for start.
+func (c *conn) startInto(ctx context.Context, pkt []byte, ref packetRef, into chan<- response) error {
+	return c.enqueue(ctx, pkt, ref, waiter{ch: into})
+}
+
+// enqueue files w under pkt's id and queues pkt (w's seq is set here).
+func (c *conn) enqueue(ctx context.Context, pkt []byte, ref packetRef, w waiter) error {
 	if err := ctxError(ctx, ""); err != nil {
 		tell(ref)
 		return err
+	}
+	if len(pkt) < 9 {
+		tell(ref)
+		return errNoRequest
 	}
 	c.mu.Lock()
 	if c.pending == nil {
@@ -390,61 +450,93 @@ func (c *conn) enqueue(ctx context.Context, id uint32, pkt []byte, w waiter, ref
 		return c.err
 	}
 	w.seq = c.queueLocked(pkt, ref)
-	c.pending[id] = w
+	c.pending[packetID(pkt)] = w
 	wake := c.ws.idle
 	c.mu.Unlock()
 	c.wakeWriter(wake)
 	return nil
 }
 
-// wait returns the reply to id, or gives up when ctx ends or the connection dies.
-func (c *conn) wait(ctx context.Context, id uint32, ch <-chan response) (response, error) {
-	r, _, err := c.waitReply(ctx, id, ch)
-	return r, err
-}
+// errNoRequest is what a call that never had a request gets: a bug, reported rather
+// than a panic.
+var errNoRequest = errors.New("sftp: internal error: a call without a request")
 
-// waitReply is wait that also reports whether ch is empty for good: true when the
-// reply (or the failure standing in for it) was taken from ch.
-func (c *conn) waitReply(ctx context.Context, id uint32, ch <-chan response) (r response, clean bool, err error) {
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return response{}, true, r.err
-		}
-		return r, true, nil
-	case <-c.done:
-		select {
-		case r := <-ch: // a reply that beat the failure still counts
-			if r.err != nil {
-				return response{}, true, r.err
-			}
-			return r, true, nil
-		default:
-			return response{}, false, c.err
-		}
-	case <-ctx.Done():
-		c.abandon(id, ch)
-		return response{}, false, ctxError(ctx, "")
+// packetID is the request id of pkt: after its length and type.
+func packetID(pkt []byte) uint32 { return binary.BigEndian.Uint32(pkt[5:9]) }
+
+// wait returns the reply to cl, which the caller releases, or gives up when ctx ends
+// (then the reply is dropped, see abandon) or the connection dies. A call whose ctx
+// has ended when wait is called gives up, whatever has arrived.
+func (cl call) wait(ctx context.Context) (response, error) {
+	if cl.ch == nil {
+		return response{}, cmp.Or(cl.err, errNoRequest)
 	}
+	if ctx.Err() == nil {
+		select {
+		case r := <-cl.ch:
+			return cl.got(r)
+		case <-cl.c.done:
+			select {
+			case r := <-cl.ch: // a reply that beat the failure still counts
+				return cl.got(r)
+			default:
+				return response{}, cl.c.err // the reader may still hand it over: ch is not reused
+			}
+		case <-ctx.Done():
+		}
+	}
+	cl.abandon()
+	return response{}, ctxError(ctx, "")
 }
 
-// abandon forgets a request whose reply is still due, so the reader drops it. If the
-// reader already took it out of pending, the reply is on its way to ch: take it and
-// release its buffer. Either way a HANDLE that comes back is closed (closeLater).
-func (c *conn) abandon(id uint32, ch <-chan response) {
+// got takes r, which came on cl's channel: the channel is empty for good, and goes
+// back to the pool.
+func (cl call) got(r response) (response, error) {
+	cl.c.replyChans.Put(cl.ch)
+	if r.err != nil {
+		return response{}, r.err
+	}
+	return r, nil
+}
+
+// take waits for the reply to cl while ctx lasts and hands it to decode, which
+// must not keep its body; decode's error goes through check, so a reply that breaks
+// the protocol fails the channel. decode gets the reply by value: a pointer handed to
+// a function the compiler cannot see would escape, an allocation per round trip.
+func (cl call) take(ctx context.Context, decode func(response) error) error {
+	r, err := cl.wait(ctx)
+	if err != nil {
+		return err
+	}
+	err = decode(r)
+	r.release()
+	return cl.c.check(err)
+}
+
+// abandon gives up on cl: its reply, when it comes, is dropped by the reader. If the
+// writer has not started the packet it is withdrawn (unless it is a CLOSE); if the
+// reader already took the reply out of pending, it is on its way to cl's channel, and
+// is taken and released here. Either way a HANDLE that comes back is closed
+// (closeLater). The channel goes back to the pool once it is known to be empty.
+func (cl call) abandon() {
+	if cl.ch == nil {
+		return
+	}
+	c := cl.c
 	c.mu.Lock()
-	if w, ok := c.pending[id]; ok {
+	if w, ok := c.pending[cl.id]; ok {
 		if c.giveUpLocked(w.seq) {
-			delete(c.pending, id) // it never went out: no reply will come
+			delete(c.pending, cl.id) // it never went out: no reply will come
 		} else {
-			c.pending[id] = waiter{seq: w.seq, acct: w.acct}
+			c.gaveUpLocked(cl.id, w)
 		}
 		c.mu.Unlock()
+		c.replyChans.Put(cl.ch) // nothing will be sent on it any more
 		return
 	}
 	c.mu.Unlock()
 	select {
-	case r := <-ch:
+	case r := <-cl.ch:
 		if r.err == nil && r.typ == sshfx.TypeHandle {
 			if h, err := decodeHandle("OPEN", &r); err == nil {
 				c.closeLater(h)
@@ -453,15 +545,16 @@ func (c *conn) abandon(id uint32, ch <-chan response) {
 			}
 		}
 		r.release()
+		c.replyChans.Put(cl.ch)
 	case <-c.done:
 	}
 }
 
-// forget abandons requests: those the writer has not started are withdrawn, the
-// others marked so the reader drops their replies. It returns how many of them the
-// reader had already taken out of pending: those replies are on their way to their
-// channel (the reader sends right after), and the caller must drain that many to
-// recycle their buffers.
+// forget abandons requests sent with startInto: those the writer has not started are
+// withdrawn, the others marked so the reader drops their replies. It returns how many
+// of them the reader had already taken out of pending: those replies are on their way
+// to their channel (the reader sends right after), and the caller must drain that many
+// to recycle their buffers.
 func (c *conn) forget(ids []uint32) (inTransit int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -476,47 +569,35 @@ func (c *conn) forget(ids []uint32) (inTransit int) {
 		case c.giveUpLocked(w.seq):
 			delete(c.pending, id)
 		default:
-			c.pending[id] = waiter{seq: w.seq, acct: w.acct}
+			c.gaveUpLocked(id, w)
 		}
 	}
 	return inTransit
 }
 
-// call sends pkt as request id and waits for its reply.
-func (c *conn) call(ctx context.Context, id uint32, pkt []byte) (response, error) {
-	if err := ctxError(ctx, ""); err != nil {
-		return response{}, err
-	}
-	ch, _ := c.replyChans.Get().(chan response)
-	if ch == nil {
-		ch = make(chan response, 1)
-	}
-	sent := time.Now()
-	if err := c.send(ctx, id, pkt, ch); err != nil {
-		c.replyChans.Put(ch) // not registered: nothing will come
-		return response{}, err
-	}
-	r, clean, err := c.waitReply(ctx, id, ch)
-	if clean {
-		c.replyChans.Put(ch)
-	}
-	if err == nil && len(pkt) <= smallBuf {
-		c.sawRTT(time.Since(sent))
-	}
-	return r, err
-}
-
-// roundTripBuf sends the packet enc appends to a pooled scratch buffer, with a fresh
-// id, and waits for the reply. The buffer is free again once the packet is written.
-func (c *conn) roundTripBuf(ctx context.Context, enc func(dst []byte, id uint32) []byte) (response, error) {
+// do sends the request enc builds (in dst, a pooled buffer, with id) and takes its
+// reply with decode while ctx lasts: one round trip. A small request's round trip
+// counts as a sample of the link's latency (minRTT).
+func (c *conn) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(response) error) error {
 	bp := c.smallPool.Get().(*[]byte)
-	id := c.newID()
-	pkt := enc((*bp)[:0], id)
-	r, err := c.call(ctx, id, pkt)
-	if cap(pkt) == cap(*bp) { // not outgrown: the pool keeps one size
+	pkt := enc((*bp)[:0], c.newID())
+	small := len(pkt) <= smallBuf
+	sent := time.Now()
+	cl := c.start(ctx, pkt, nil)
+	if small || cap(pkt) != cap(*bp) {
+		// Copied by the queue (copyMax), or built elsewhere: bp is free.
 		c.smallPool.Put(bp)
 	}
-	return r, err
+	r, err := cl.wait(ctx)
+	if err != nil {
+		return err
+	}
+	if small {
+		c.sawRTT(time.Since(sent))
+	}
+	err = decode(r)
+	r.release()
+	return c.check(err)
 }
 
 // sawRTT records a round trip if it is the shortest yet.

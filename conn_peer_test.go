@@ -263,7 +263,7 @@ type callResult struct {
 func goCall(ctx context.Context, c *conn, path string) <-chan callResult {
 	out := make(chan callResult, 1)
 	go func() {
-		r, err := c.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, path) })
+		r, err := c.start(ctx, appendString1(nil, sshfx.TypeStat, c.newID(), path), nil).wait(ctx)
 		out <- callResult{r, err}
 	}()
 	return out

@@ -138,14 +138,14 @@ func TestConnRepliesOutOfOrder(t *testing.T) {
 	})
 	ctx := testCtx(t)
 	ids := make([]uint32, 3)
-	chans := make([]chan response, 3)
+	calls := make([]call, 3)
 	for i := range ids {
 		ids[i] = c.newID()
-		chans[i] = make(chan response, 1)
-		require.NoError(t, c.send(ctx, ids[i], appendString1(nil, sshfx.TypeStat, ids[i], fmt.Sprint("/", i)), chans[i]))
+		calls[i] = c.start(ctx, appendString1(nil, sshfx.TypeStat, ids[i], fmt.Sprint("/", i)), nil)
+		require.NoError(t, calls[i].err)
 	}
 	for i := range ids {
-		r, err := c.wait(ctx, ids[i], chans[i])
+		r, err := calls[i].wait(ctx)
 		require.NoError(t, err)
 		require.Equal(t, ids[i], r.id)
 		require.Equal(t, fmt.Sprint("for /", i), handleOf(t, r))
@@ -317,9 +317,9 @@ func TestConnAbandonDelivered(t *testing.T) {
 		p.expectEOF()
 	})
 	ctx := testCtx(t)
-	id := c.newID()
-	ch := make(chan response, 1)
-	require.NoError(t, c.send(ctx, id, appendString1(nil, sshfx.TypeStat, id, "/a"), ch))
+	cl := c.start(ctx, appendString1(nil, sshfx.TypeStat, c.newID(), "/a"), nil)
+	require.NoError(t, cl.err)
+	ch := cl.ch
 	// The reader dispatches in order, so once the second call has its reply the
 	// first reply is sitting in ch.
 	res := recv(t, goCall(ctx, c, "/b"))
@@ -327,7 +327,7 @@ func TestConnAbandonDelivered(t *testing.T) {
 	require.Equal(t, "for /b", handleOf(t, res.r))
 	require.Len(t, ch, 1)
 
-	c.abandon(id, ch)
+	cl.abandon()
 	require.Empty(t, ch)
 	recv(t, acked) // the CLOSE went out, and its reply is dropped without harm
 	require.NoError(t, c.failed())
@@ -394,7 +394,7 @@ func TestConnForgetWithRepliesInTransit(t *testing.T) {
 	ids := make([]uint32, n)
 	for i := range ids {
 		ids[i] = c.newID()
-		require.NoError(t, c.send(ctx, ids[i], appendString1(nil, sshfx.TypeStat, ids[i], "/s"), ch))
+		require.NoError(t, c.startInto(ctx, appendString1(nil, sshfx.TypeStat, ids[i], "/s"), nil, ch))
 	}
 	res := recv(t, goCall(ctx, c, "/marker"))
 	require.NoError(t, res.err)
@@ -452,7 +452,7 @@ func TestConnForgetRacingReplies(t *testing.T) {
 		ids := make([]uint32, n)
 		for i := range ids {
 			ids[i] = c.newID()
-			require.NoError(t, c.send(ctx, ids[i], appendRead(nil, ids[i], "h", 0, 4), ch))
+			require.NoError(t, c.startInto(ctx, appendRead(nil, ids[i], "h", 0, 4), nil, ch))
 		}
 		// Those forget found gone from pending are owed to ch: each must arrive.
 		drain(t, ch, c.forget(ids))
@@ -472,7 +472,7 @@ func TestConnForgetAfterFailure(t *testing.T) {
 	ch := make(chan response, 2)
 	ids := []uint32{c.newID(), c.newID()}
 	for _, id := range ids {
-		require.NoError(t, c.send(testCtx(t), id, appendRead(nil, id, "h", 0, 4), ch))
+		require.NoError(t, c.startInto(testCtx(t), appendRead(nil, id, "h", 0, 4), nil, ch))
 	}
 	recv(t, c.done)
 	// The failure reached each pending request as an error reply on ch; nothing else
@@ -607,12 +607,7 @@ func TestConnConcurrentSendersDoNotInterleave(t *testing.T) {
 				payload[j] = byte(i)
 			}
 			<-start
-			r, err := c.roundTrip(ctx, func(id uint32) []byte { return appendWrite(nil, id, "h", 0, payload) })
-			if err == nil {
-				err = expectStatus("WRITE", &r)
-				r.release()
-			}
-			errs <- err
+			errs <- c.start(ctx, appendWrite(nil, c.newID(), "h", 0, payload), nil).take(ctx, status("WRITE"))
 		})
 	}
 	close(start)

@@ -34,8 +34,9 @@ import (
 //     not wait for it (conn.shutdown). For NewClient that is the caller's ssh.Client.
 //
 // Packets of at most copyMax bytes are copied into the queue, so the caller's buffer
-// is free once send returns, and consecutive ones go out in one Write (a window of
-// READs costs one write(2) and, on SSH, one encrypted message instead of dozens).
+// is free once the request is started (conn.startInto), and consecutive ones go out
+// in one Write (a window of READs costs one write(2) and, on SSH, one encrypted
+// message instead of dozens).
 // Longer packets are written from the caller's buffer: a caller that reuses it passes
 // a packetRef, which the writer tells when it is done with the buffer (after the Write
 // returns, or at once when the packet is withdrawn or the channel failed before it
@@ -43,8 +44,8 @@ import (
 // whatever the call that sent it did since.
 //
 // Why one writer per channel, rather than a goroutine per call that may be left
-// behind: the writer keeps the channel's order for free (INIT before a lane's first
-// OPEN, a handle's requests before its CLOSE: File.hmu relies on it), allocates
+// behind: the writer keeps the channel's order for free (INIT before a data channel's
+// first OPEN, a handle's requests before its CLOSE: File.hmu relies on it), allocates
 // nothing per packet, batches small packets, and is what an upload's lanes need
 // anyway: each channel's writer parks alone on its exhausted window, so the
 // scheduler needs no sender goroutine per lane. The cost is one goroutine hand-off
@@ -54,7 +55,7 @@ import (
 // arena for the copied packets: once they have grown to the traffic, queuing
 // allocates nothing.
 
-// copyMax is the longest packet send copies: every request but a WRITE's data (a READ
+// copyMax is the longest packet the queue copies: every request but a WRITE's data (a READ
 // is some 40 bytes, an OPEN with a long path a few hundred).
 const copyMax = smallBuf
 
@@ -352,6 +353,24 @@ func (c *conn) watchStallLocked() {
 	}
 }
 
+// writeStallGrace is how long a channel's Write may stay blocked after the call that
+// sent the packet gave up (its ctx ended) before the channel is given up as one whose
+// server stopped taking data; it also bounds how long closing a channel
+// waits for its goroutines. It must not kill a healthy channel whose user merely
+// cancelled an upload: that Write is blocked on the channel's flow-control window,
+// behind at most a window of data (channelWindow, 2 MiB, against sshd) plus what the
+// server's pipes buffer, and the window comes back as the server writes that data and
+// the window adjustment crosses the link. stallGraceBase lets a server that takes 1
+// MiB/s (a slow disk or link; slower than that we call stalled) drain a window, and
+// 4 minimum round trips let the adjustment come back even queued behind replies. A
+// longer grace only delays the report: the call has returned at its ctx either way.
+func writeStallGrace(minRTT time.Duration) time.Duration {
+	return stallGraceBase + 4*minRTT
+}
+
+// stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
+const stallGraceBase = channelWindow / (1 << 20) * time.Second
+
 // stallGrace is how long a Write may stay blocked after its call gave up.
 func (c *conn) stallGrace() time.Duration {
 	if d := time.Duration(c.stallGraceSet.Load()); d > 0 {
@@ -393,6 +412,21 @@ func (c *conn) givenUp() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ws.stalled
+}
+
+// lingers reports whether c's reader or writer is still running.
+func (c *conn) lingers() bool {
+	select {
+	case <-c.readerDone:
+	default:
+		return true
+	}
+	select {
+	case <-c.ws.writerDone:
+		return false
+	default:
+		return true
+	}
 }
 
 // isStalled reports whether err is a channel given up on a stalled Write.

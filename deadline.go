@@ -2,8 +2,6 @@ package sftp
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -19,7 +17,8 @@ import (
 // n says how much; the offset stands where the acknowledged data left it.
 //
 // The ctx given to Open bounds only the open. SetDeadline is how to bound what comes
-// after it. One deadline covers reads and writes alike. Close is not bounded by it.
+// after it. One deadline covers reads and writes alike, and Close's wait for the
+// server's answer (or CloseContext's ctx).
 func (f *File) SetDeadline(t time.Time) error {
 	if !f.life.setDeadline(t) {
 		return f.closedErr("setdeadline")
@@ -39,32 +38,49 @@ func (deadlineError) Is(target error) bool {
 	return target == os.ErrDeadlineExceeded || target == context.DeadlineExceeded
 }
 
-// fileLife is the context every wait of a File selects on (File.ctx). It ends for good
-// when the File is closed, or when its Get, Put or ReadFile is cancelled (both call
-// cancel), with context.Canceled. It ends for the moment when the deadline passes,
-// with errDeadline: a later SetDeadline then starts a fresh Done channel for the waits
-// that follow, while those already ended stay ended. Until a deadline has passed,
-// Done returns the same channel on every call.
+// fileLife is the ctx a File's io methods wait on (see errors.go, "where ctx ends a
+// wait"): their transfers, their round trips, and the gate of its handles (File.enter)
+// all select on it or check it. It ends for good when the File is closed, with
+// errFileClosed. It ends for the moment when the deadline passes, with errDeadline: a
+// later SetDeadline then starts a fresh Done channel for the waits that follow, while
+// those already ended stay ended. Until a deadline has passed, Done returns the same
+// channel on every call.
 //
 // That renewal departs from context.Context's contract (Done and Err do not stay
-// ended): the File's waits and its read-ahead stream (File.ra, which outlives one
-// Read) select on the life itself, so a renewed deadline revives them, as
+// ended), as do its errors (not context.Canceled: a File's Close is not its caller's
+// cancellation): the File's waits and its read-ahead stream (File.ra, which outlives
+// one Read) select on the life itself, so a renewed deadline revives them, as
 // os.File's does. A context derived from it with context.WithCancel or
-// errgroup.WithContext follows the contract: once ended, it stays ended.
+// errgroup.WithContext follows the contract: once ended, it stays ended, and its cause
+// is the life's error.
 type fileLife struct {
 	mu     sync.Mutex
 	done   chan struct{}
-	err    error // nil, errDeadline or context.Canceled
+	err    error // nil, errDeadline or errFileClosed
 	closed bool
-	fired  bool      // a deadline has passed at some point
 	when   time.Time // the deadline set, zero for none
 	timer  *time.Timer
 	gen    uint64 // counts SetDeadline calls, so that a stale timer does nothing
+	// passed is closed when the deadline passes, Close or not (hasPassed then set),
+	// and renewed as done is: what bounds the waits that outlast Close, those for the
+	// CLOSEs of a transfer's siblings (File.siblingBound).
+	passed    chan struct{}
+	hasPassed bool
 }
 
 var _ context.Context = (*fileLife)(nil)
 
-func newFileLife() *fileLife { return &fileLife{done: make(chan struct{})} }
+func newFileLife() *fileLife {
+	return &fileLife{done: make(chan struct{}), passed: make(chan struct{})}
+}
+
+// deadlinePassed returns the channel closed when the current deadline passes, which
+// Close does not close.
+func (l *fileLife) deadlinePassed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.passed
+}
 
 // Deadline reports the deadline SetDeadline set, so that a context derived from the
 // File's sees it too.
@@ -88,21 +104,18 @@ func (l *fileLife) Err() error {
 	return l.err
 }
 
-// cancel ends the File's life for good.
-func (l *fileLife) cancel() {
+// end ends the File's life for good.
+func (l *fileLife) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return
 	}
-	l.closed = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
+	l.closed = true // the timer runs on: deadlinePassed outlasts Close
 	if l.err == nil {
 		close(l.done)
 	}
-	l.err = context.Canceled
+	l.err = errFileClosed
 }
 
 // setDeadline arms the deadline; false when the File is closed.
@@ -121,6 +134,9 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 	if l.err != nil { // passed: the waits that follow get a fresh channel
 		l.done, l.err = make(chan struct{}), nil
 	}
+	if l.hasPassed {
+		l.passed, l.hasPassed = make(chan struct{}), false
+	}
 	switch {
 	case t.IsZero():
 	case !t.After(time.Now()):
@@ -130,7 +146,7 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 		l.timer = time.AfterFunc(time.Until(t), func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.gen == gen && l.err == nil {
+			if l.gen == gen {
 				l.expire()
 			}
 		})
@@ -138,25 +154,14 @@ func (l *fileLife) setDeadline(t time.Time) bool {
 	return true
 }
 
-// expire ends the current waits. l.mu is held and l.err is nil.
+// expire ends the current waits, once for each deadline set. l.mu is held.
 func (l *fileLife) expire() {
-	l.fired = true
-	l.err = errDeadline
-	close(l.done)
-}
-
-// explain turns the "file closed" errors that some waits give when the File's
-// context ends into the deadline's error, when a deadline ended it and the File is
-// still open.
-func (l *fileLife) explain(err error) error {
-	if err == nil || !errors.Is(err, fs.ErrClosed) {
-		return err
+	if !l.hasPassed {
+		l.hasPassed = true
+		close(l.passed)
 	}
-	l.mu.Lock()
-	fired, closed := l.fired, l.closed
-	l.mu.Unlock()
-	if fired && !closed {
-		return errDeadline
+	if l.err == nil { // neither passed already nor closed
+		l.err = errDeadline
+		close(l.done)
 	}
-	return err
 }

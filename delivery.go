@@ -214,7 +214,7 @@ func deniedLookHint(err error) error {
 
 // sendRemove sends one REMOVE of name: no look at what name is first, as Remove takes.
 func (c *Client) sendRemove(ctx context.Context, name string) error {
-	return c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRemove, id, name)
-	})
+	return c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeRemove, id, name)
+	}, status("REMOVE"))
 }

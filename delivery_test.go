@@ -102,7 +102,7 @@ func TestInPlaceOneLane(t *testing.T) {
 		tc.o.delivery = d
 		f, err := tc.openUpload(ctx, "f", 0o644)
 		require.NoError(t, err)
-		ls := f.newLanes(1, 0, true)
+		ls := f.newLanes(ctx, 1, 0, true)
 		require.False(t, ls.canStripe())
 		require.NoError(t, f.Close())
 	}

@@ -21,6 +21,14 @@ import (
 // large the directory is; a whole listing has up to readAhead in flight, and charges
 // each page to its call's memory account (budget.go) before it asks for the next.
 
+// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
+// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
+// READDIR at a time pays two round trips where one would do: the first batch sends
+// two, which brings a small directory's page and its EOF together. A listing that
+// goes on doubles its batch up to readAhead, so a large directory costs a round trip
+// per readAhead pages; what is in flight is bounded by readAhead replies.
+const readAhead = 4
+
 // maxEmptyPages is how many READDIR replies in a row may bring no entry before the
 // listing fails: a real server ends a listing with STATUS EOF, and one that keeps
 // sending empty pages would otherwise keep a reader busy forever.
@@ -69,7 +77,7 @@ type Dir struct {
 
 	// ahead holds the READDIRs sent whose replies fill has not taken yet, in the
 	// order they went out. A whole listing sends them in batches (see readAhead).
-	ahead []pendingReq
+	ahead []call
 	batch int // READDIRs the next batch sends; 0 until a whole listing starts
 
 	// acct is the memory account of the call reading the Dir (its own, unless the
@@ -91,8 +99,8 @@ func (c *Client) OpenDir(ctx context.Context, name string) (*Dir, error) {
 }
 
 func (c *Client) openDir(ctx context.Context, name string) (*Dir, error) {
-	h, err := c.openHandle(ctx, c.main, "opendir", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeOpendir, id, name)
+	h, err := c.openHandle(ctx, c.main, "opendir", func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeOpendir, id, name)
 	})
 	if err != nil {
 		return nil, err
@@ -149,17 +157,15 @@ func (d *Dir) fail(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
-	if d.life.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("sftp: directory closed during the read: %w", fs.ErrClosed)
-	}
 	return pathErr("readdir", d.name, err)
 }
 
-// bound joins ctx with the Dir's life, so that Close interrupts a read.
+// bound joins ctx with the Dir's life, so that Close interrupts a read, which then
+// ends with errDirClosed (see errors.go).
 func (d *Dir) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(d.life, cancel)
-	return ctx, func() { stop(); cancel() }
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(d.life, func() { cancel(errDirClosed) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // readAll returns every entry that remains. Each page is handed to charge as it
@@ -274,24 +280,26 @@ func (d *Dir) sendBatch(ctx context.Context) error {
 	if d.batch > 0 {
 		d.batch = min(2*d.batch, readAhead)
 	}
+	bp := d.cn.smallPool.Get().(*[]byte)
+	defer d.cn.smallPool.Put(bp) // each READDIR is copied: a handle is at most 256 bytes
 	for range n {
-		r := pendingReq{id: d.cn.newID(), ch: make(chan response, 1), sent: true}
-		if err := d.cn.sendListing(ctx, r.id, appendString1(nil, sshfx.TypeReaddir, r.id, d.handle), r.ch, d.acct); err != nil {
+		cl := d.cn.startListing(ctx, appendString1((*bp)[:0], sshfx.TypeReaddir, d.cn.newID(), d.handle), d.acct)
+		if cl.err != nil {
 			if len(d.ahead) == 0 {
-				return err
+				return cl.err
 			}
 			break // the ones sent are taken first; the next call sends again
 		}
-		d.ahead = append(d.ahead, r)
+		d.ahead = append(d.ahead, cl)
 	}
 	return nil
 }
 
-// take waits for the reply to the READDIR r and decodes it: the entries a listing
+// take waits for the reply to the READDIR cl and decodes it: the entries a listing
 // keeps of a page (keptEntries; invalid is the error of a name that ended them),
 // io.EOF, or an error.
-func (d *Dir) take(ctx context.Context, r pendingReq) (kept []fs.DirEntry, invalid, err error) {
-	resp, err := d.cn.wait(ctx, r.id, r.ch)
+func (d *Dir) take(ctx context.Context, cl call) (kept []fs.DirEntry, invalid, err error) {
+	resp, err := cl.wait(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,35 +366,25 @@ func keptEntries(page []nameEntry) ([]fs.DirEntry, error) {
 
 // abandonAhead forgets the READDIRs in flight: their replies are dropped.
 func (d *Dir) abandonAhead() {
-	for _, r := range d.ahead {
-		d.cn.abandon(r.id, r.ch)
+	for _, cl := range d.ahead {
+		cl.abandon()
 	}
 	d.ahead = nil
 }
 
-// Close closes the directory handle, ending any read in progress. A second Close
-// returns an error matching fs.ErrClosed.
+// Close closes the directory handle, ending any read in progress, and waits for the
+// server's answer until it comes or the connection dies. A second Close returns an
+// error matching fs.ErrClosed. CloseContext bounds the wait.
 func (d *Dir) Close() error {
 	return d.close(context.Background())
 }
 
-// close closes the handle, waiting for the reply no longer than ctx allows: past
-// that, the CLOSE still goes out but nobody waits for it.
-func (d *Dir) close(ctx context.Context) error {
-	d.cancel()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return pathErr("close", d.name, fs.ErrClosed)
-	}
-	d.closed, d.page = true, nil
-	d.releasePage()
-	d.abandonAhead()
-	if ctx.Err() != nil {
-		d.cn.closeLater(d.handle)
-		return nil
-	}
-	return pathErr("close", d.name, d.cn.closeNow(ctx, d.handle))
+// CloseContext is Close with the wait for the server's answer bounded by ctx: when
+// ctx ends first it returns ctx's error (wrapped, matching errors.Is), the CLOSE
+// having gone out all the same, and the Dir is closed. A server that never answers a
+// CLOSE cannot hold it past ctx.
+func (d *Dir) CloseContext(ctx context.Context) error {
+	return d.close(ctx)
 }
 
 // DirEntries lists the named directory as it goes: each READDIR page is fetched
@@ -426,7 +424,8 @@ func (c *Client) DirEntries(ctx context.Context, name string) iter.Seq2[fs.DirEn
 		}
 		// The listing is whole: its CLOSE is not waited for, as in ReadDir.
 		closed = true
-		d.sendClose(ctx).forget()
+		cl, _ := d.sendClose(ctx)
+		cl.abandon()
 	}
 }
 
@@ -444,40 +443,34 @@ func (c *Client) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error
 	return c.readDir(ctx, name, nil)
 }
 
-// readDir is ReadDir with readAll's charge.
+// readDir is ReadDir with readAll's charge. The listing is whole once READDIR said
+// EOF: its CLOSE is sent and not waited for (Dir.sendClose).
 func (c *Client) readDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) ([]fs.DirEntry, error) {
-	entries, cs, err := c.listDir(ctx, name, charge)
-	if err != nil {
-		return nil, err
-	}
-	cs.forget()
-	return entries, nil
-}
-
-// listDir is readDir that sends the directory's CLOSE and returns without waiting
-// for its reply: the caller must wait for cs before it returns. On an error the
-// CLOSE has been waited for already (while ctx allows), and cs is empty.
-func (c *Client) listDir(ctx context.Context, name string, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
 	d, err := c.openDir(ctx, name)
 	if err != nil {
-		return nil, cs, pathErr("readdir", name, err)
+		return nil, pathErr("readdir", name, err)
 	}
-	return d.listAll(ctx, charge)
+	entries, cl, err := d.listAll(ctx, charge)
+	cl.abandon()
+	return entries, err
 }
 
-// listAll is listDir on a Dir already open, which it closes.
-func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cs closeSent, err error) {
+// listAll reads the rest of the listing of d, sorted by name, and closes d: it sends
+// the CLOSE and returns without waiting for its reply (cl), which the caller takes or
+// abandons. On an error the CLOSE has been waited for already (while ctx allows), and
+// cl is empty.
+func (d *Dir) listAll(ctx context.Context, charge func(page []fs.DirEntry) error) (entries []fs.DirEntry, cl call, err error) {
 	name := d.name
 	d.mu.Lock()
 	entries, err = d.readAll(ctx, charge)
 	d.mu.Unlock()
 	if err != nil {
 		d.close(ctx) // waits for the CLOSE while ctx allows; the listing's error wins
-		return nil, cs, pathErr("readdir", name, err)
+		return nil, cl, pathErr("readdir", name, err)
 	}
-	cs = d.sendClose(ctx)
+	cl, _ = d.sendClose(ctx)
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, cs, nil
+	return entries, cl, nil
 }
 
 // dirEntry is an fs.DirEntry over the attributes READDIR sent: Info costs no request.

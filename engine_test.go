@@ -241,7 +241,7 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 	c.opts.channels = 4
 	pinLanes(c, 4)
 	var opened atomic.Int32
-	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
+	c.source = channelSourceFunc(func(ctx context.Context) (*conn, error) {
 		r, w := srv.Conn()
 		var wc io.Writer = w
 		var closeGate func()
@@ -278,15 +278,8 @@ func TestEngineStalledLaneDoesNotStallOthers(t *testing.T) {
 // striping lane's handle must not hold a Get past its ctx (issue 8, item 7, on the
 // striped path): the wait for sibling CLOSEs is bounded by the call's ctx.
 func TestStripedGetSiblingCloseNeverAnswered(t *testing.T) {
-	const size = 12<<20 + 77
-	c, srv := newTestServerClient(t, testserver.Options{Stall: ofType(testserver.TypeClose)},
-		withStripeMinRTT(0))
-	c.opts.channels = 3
-	c.source = laneFunc(func(ctx context.Context) (*conn, error) {
-		r, w := srv.Conn()
-		return newConn(ctx, r, w, func() error { r.Close(); return w.Close() }, true, &c.dataPool)
-	})
-	require.NoError(t, srv.WriteFile("/big", randBytes(size, 5), 0o644))
+	c, srv := stripedStallingCloses(t) // waits_test.go
+	require.NoError(t, srv.WriteFile("/big", randBytes(waitsSize, 5), 0o644))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := tsGo(func() error { return c.Get(ctx, "/big", filepath.Join(t.TempDir(), "big")) })

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
-// The error types a caller matches (StatusError, ProtocolError), and the one family
-// of helpers that turn a call cut short by its ctx, or by its File being closed, into
-// the error the caller can act on.
+// The error types a caller matches (StatusError, ProtocolError), and where ctx ends a
+// wait (below).
 
 // StatusCode is the code of a STATUS reply (SFTP v3 defines 0 to 8). Its String is
 // the draft's name ("NO_SUCH_FILE"). Prefer errors.Is with the standard errors a
@@ -100,59 +100,97 @@ func (e *ProtocolError) Error() string {
 
 func (e *ProtocolError) Unwrap() error { return e.Reason }
 
-// errFileClosed is what a transfer returns when its File was closed under it.
+// Where ctx ends a wait. Every wait of this package selects on a ctx: a call's reply
+// (call.wait, conn.go), a transfer's (readStream.more, writeStream.schedule), a
+// listing's (Dir), and work that takes no ctx (waitWithin, below). When the ctx ends
+// first the wait returns ctxError(ctx), the one place where that becomes an error, so
+// a caller gets the same error for the same cause wherever the wait was. The ctx is
+// the caller's, or for a File's io methods, which take none, the File's life
+// (deadline.go), which ends with an error of its own that says why: Close
+// (errFileClosed) or the deadline (errDeadline); a Dir's read ends with errDirClosed
+// when the Dir is closed under it. Those come back as they are, also through a ctx
+// derived from the life (a transfer's errgroup); any other ctx's end is "sftp: " and
+// ctx's error, which errors.Is matches.
+
+// errFileClosed is what a wait of a File ends with when the File is closed under it
+// (its life ends with it), and what a request about a closed File's handle gets.
 var errFileClosed = fmt.Errorf("sftp: file closed during the transfer: %w", fs.ErrClosed)
 
-// ctxError is the error of a call its ctx ended, nil while ctx lasts: "sftp: ", op
-// and ": " if op is not empty, and ctx's error, which errors.Is matches.
+// errDirClosed is what a read of a Dir ends with when the Dir is closed under it.
+var errDirClosed = fmt.Errorf("sftp: directory closed during the read: %w", fs.ErrClosed)
+
+// ctxError is the error of a wait its ctx ended, nil while ctx lasts: the cause, when
+// it is one of a File's or a Dir's own (see above), else "sftp: ", op and ": " if op
+// is not empty, and ctx's error.
 func ctxError(ctx context.Context, op string) error {
 	err := ctx.Err()
-	switch {
-	case err == nil:
-		return nil
-	case op == "":
-		return fmt.Errorf("sftp: %w", err)
-	default:
-		return fmt.Errorf("sftp: %s: %w", op, err)
-	}
-}
-
-// ctxDone makes a run that ctx cut short fail even when none of the work it started
-// did: work not started is not done.
-func ctxDone(ctx context.Context, err error) error {
 	if err == nil {
-		return ctxError(ctx, "")
+		return nil
 	}
-	return err
+	switch cause := context.Cause(ctx); cause {
+	case errFileClosed, errDirClosed, errDeadline:
+		return cause
+	}
+	if op == "" {
+		return fmt.Errorf("sftp: %w", err)
+	}
+	return fmt.Errorf("sftp: %s: %w", op, err)
 }
 
-// stopped reports an error that a cancelled ctx caused (by cancelling the file, which
-// surfaces as fs.ErrClosed) as the ctx error, the one a caller can act on.
-func stopped(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if err == nil || cerr == nil {
-		return err
+// waitWithin runs fn, work that takes no ctx (x/crypto's session and channel calls, a
+// dialer, a pipe opener, or a CLOSE and the requests that must follow it), on a
+// goroutine, and waits for it only while ctx lasts. ok is false when ctx ended first:
+// fn then goes on alone, what it returns with a nil error goes to late (if not nil),
+// as nobody else will use it, and err is ctxError(ctx, op). An answer that came in
+// time counts even once ctx has ended.
+//
+// With cn not nil the goroutine is counted on cn (conn.background), so closing cn
+// waits for it; fn must then end once cn fails, as every wait on cn does, and where cn
+// has failed already fn runs inline, where it fails at once. Without cn the goroutine
+// lasts as long as fn: x/crypto's calls end at the latest when their connection
+// closes, and a dialer or opener when it gives up on its own ctx.
+func waitWithin[T any](ctx context.Context, op string, cn *conn, fn func() (T, error), late func(T)) (v T, ok bool, err error) {
+	if ctx.Done() == nil {
+		v, err = fn()
+		return v, true, err
 	}
-	if err == cerr || errors.Is(err, fs.ErrClosed) && !errors.Is(err, cerr) {
-		return fmt.Errorf("sftp: %w", cerr)
+	type result struct {
+		v   T
+		err error
 	}
-	return err
-}
-
-// stoppedPath reports a transfer that ctx cut short (by cancelling the file, which surfaces
-// as fs.ErrClosed) as the ctx error, which is what the caller can act on.
-func stoppedPath(ctx context.Context, op, name string, err error) error {
-	if ctx.Err() != nil && errors.Is(err, fs.ErrClosed) {
-		return pathErr(op, name, ctxError(ctx, ""))
+	done := make(chan result, 1)
+	var mu sync.Mutex
+	gaveUp := false
+	run := func() {
+		v, err := fn()
+		mu.Lock()
+		abandoned := gaveUp
+		if !abandoned {
+			done <- result{v, err} // room: the one result
+		}
+		mu.Unlock()
+		if abandoned && err == nil && late != nil {
+			late(v)
+		}
 	}
-	return err
-}
-
-// waitErr turns the error of a wait that ended because the File was closed into
-// fs.ErrClosed, the error os.File gives.
-func (f *File) waitErr(err error) error {
-	if err != nil && f.ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("sftp: file closed during the operation: %w", fs.ErrClosed)
+	if cn == nil {
+		go run()
+	} else if !cn.background(run) {
+		v, err = fn() // the conn is gone: fn fails at once
+		return v, true, err
 	}
-	return err
+	select {
+	case r := <-done:
+		return r.v, true, r.err
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-done: // an answer that came in time still counts
+		return r.v, true, r.err
+	default:
+		gaveUp = true
+		return v, false, ctxError(ctx, op)
+	}
 }

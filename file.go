@@ -33,11 +33,6 @@ type File struct {
 	// copy): each then keeps a share of the window, so memory stays bounded by a few
 	// windows however many files are in flight.
 	share int
-	// callDone, for a File a Get or Put opened, is the Done channel of that call's
-	// ctx: it bounds the waits File.Close alone does not (a striped transfer's sibling
-	// CLOSEs), so a server that never answers cannot hold the call. Nil otherwise: a
-	// File closed by its user waits for those replies, as Close waits for its own.
-	callDone <-chan struct{}
 	// onAcked, set by a Put that reports progress, is called by the write engine with
 	// each advance of the acknowledged prefix (write.go): progress counts what the
 	// server confirmed, not what was handed to the channel.
@@ -47,18 +42,23 @@ type File struct {
 	// on one File from several goroutines, each ending its own lanes.
 	siblings atomic.Pointer[siblingEnd]
 
-	// ctx ends when Close is called: every wait of this file's requests selects on it,
-	// so a transfer in another goroutine stops promptly instead of deadlocking. It is
-	// life (a *fileLife), which also ends while the deadline has passed (SetDeadline).
-	ctx       context.Context
-	cancel    context.CancelFunc
+	// life ends when Close is called, and for the moment while the deadline has
+	// passed (SetDeadline): the io methods, which take no ctx, wait on it (see
+	// errors.go, "where ctx ends a wait"), so a transfer in another goroutine stops
+	// promptly instead of deadlocking.
 	life      *fileLife
 	closeOnce sync.Once
+	// callCtx is the ctx of the call that opened the File for its own use (Get, Put,
+	// ReadFile, WriteFile), context.Background() for a File its user opened. It bounds
+	// the waits for the File's CLOSEs (Close, a transfer's sibling handles, the CLOSE
+	// behind a batch: handle.go), so a server that never answers one cannot hold that
+	// call; a File closed by its user waits for them, as os.File's Close does.
+	callCtx context.Context
 
 	// hmu orders requests that name the handle against Close: every send holds it
-	// shared and checks closed; Close takes it exclusively before sending CLOSE. The
-	// server reuses a closed handle's name for the next OPEN, so a request sent after
-	// the CLOSE would act on some other file.
+	// shared and checks closed (the gate, enter); Close takes it exclusively before
+	// sending CLOSE. The server reuses a closed handle's name for the next OPEN, so a
+	// request sent after the CLOSE would act on some other file.
 	hmu    sync.RWMutex
 	closed bool // guarded by hmu
 
@@ -146,8 +146,8 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 	if pf&sshfx.FlagCreat != 0 {
 		a = sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
 	}
-	h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-		return appendOpen(nil, id, name, pf, &a)
+	h, err := c.openHandle(ctx, cn, "open", func(dst []byte, id uint32) []byte {
+		return appendOpen(dst, id, name, pf, &a)
 	})
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 	f.append = flag&os.O_APPEND != 0
 	f.access = flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	if truncAfter {
-		if err := f.setstat(&sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
+		if err := f.setstat(ctx, &sshfx.Attrs{Flags: sshfx.AttrSize}); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -165,19 +165,22 @@ func (c *Client) openFile(ctx context.Context, cn *conn, name string, flag int, 
 }
 
 func (c *Client) newFile(cn *conn, name, handle string) *File {
-	f := &File{c: c, cn: cn, name: name, handle: handle}
-	f.life = newFileLife()
-	f.ctx, f.cancel = f.life, f.life.cancel
-	return f
+	return &File{c: c, cn: cn, name: name, handle: handle, life: newFileLife(), callCtx: context.Background()}
 }
 
 // Name returns the name the file was opened with.
 func (f *File) Name() string { return f.name }
 
-func (f *File) err(op string, err error) error { return pathErr(op, f.name, f.life.explain(err)) }
+func (f *File) err(op string, err error) error { return pathErr(op, f.name, err) }
 
-// closedErr is what a File's methods return after Close.
-func (f *File) closedErr(op string) error { return f.err(op, fs.ErrClosed) }
+// closedErr is what a File's methods return when its life has ended before they
+// start: fs.ErrClosed after Close, as from an *os.File, or the deadline's error.
+func (f *File) closedErr(op string) error {
+	if err := f.life.Err(); err == errDeadline {
+		return f.err(op, err)
+	}
+	return f.err(op, fs.ErrClosed)
+}
 
 // errNotForReading and errNotForWriting are what a read of a File opened write-only,
 // and a write of one opened read-only, fail with: syscall.EBADF, as from an *os.File
@@ -192,7 +195,7 @@ var (
 // before anything is sent: fs.ErrClosed (or the deadline's error) once the File's
 // life has ended, then EBADF when it was not opened for op, else nil.
 func (f *File) checkAccess(op string, write bool) error {
-	if f.ctx.Err() != nil {
+	if f.life.Err() != nil {
 		return f.closedErr(op)
 	}
 	switch {
@@ -206,94 +209,86 @@ func (f *File) checkAccess(op string, write bool) error {
 
 // Close closes the remote handle. Transfers running in other goroutines end promptly
 // with an error matching fs.ErrClosed. A second Close returns fs.ErrClosed.
-func (f *File) Close() error {
-	if !f.markClosed(true) {
-		return f.closedErr("close")
-	}
-	// A Read-ahead left idle holds pooled buffers; free it if nobody is mid-transfer.
-	// A transfer in progress frees its own on the way out.
-	if f.mu.TryLock() {
-		f.dropReadAhead()
-		f.mu.Unlock()
-	}
-	return f.err("close", f.cn.closeNow(context.Background(), f.handle))
-}
+//
+// Close waits for the server's answer to the CLOSE, which for a written file may be
+// the only report of a failed write, as long as the deadline set by SetDeadline
+// allows, and with none set until the server answers or the connection dies, as
+// os.File's Close does. Past the deadline it returns an error matching
+// os.ErrDeadlineExceeded; the CLOSE has gone out all the same, and the File is
+// closed. CloseContext bounds the wait by a ctx too.
+func (f *File) Close() error { return f.close(f.callCtx) }
 
-// send sends a request that names this file's handle (or a sibling's on cn) unless
-// the file is closed; see hmu. ctx is f.ctx or derived from it, so Close ends the wait
-// for a turn to write.
-func (f *File) send(ctx context.Context, cn *conn, id uint32, pkt []byte, ch chan<- response) error {
-	return f.sendRef(ctx, cn, id, pkt, ch, nil)
-}
+// CloseContext is Close with the wait for the server's answer bounded by ctx as well
+// as by the deadline: when ctx ends first it returns ctx's error (wrapped, matching
+// errors.Is), the CLOSE having gone out all the same, and the File is closed. A
+// server that never answers a CLOSE cannot hold it past ctx.
+func (f *File) CloseContext(ctx context.Context) error { return f.close(ctx) }
 
-// sendRef is send with conn.sendRef's packetRef, for a packet in a buffer the caller
-// reuses.
-func (f *File) sendRef(ctx context.Context, cn *conn, id uint32, pkt []byte, ch chan<- response, ref packetRef) error {
+// enter is the gate of f's handles (see hmu): every request that names one of them,
+// the File's own or a transfer's sibling, goes out while its sender holds hmu shared,
+// which enter takes. It reports why nothing may go out (f is closed, or its life has
+// ended) after letting go of hmu and telling ref; on nil the caller sends, then calls
+// f.hmu.RUnlock.
+func (f *File) enter(ref packetRef) error {
 	f.hmu.RLock()
-	defer f.hmu.RUnlock()
-	// A File whose life has ended (closed, or past its deadline) sends nothing.
-	if f.closed || f.ctx.Err() != nil {
-		tell(ref)
-		return errFileClosed
+	err := ctxError(f.life, "")
+	if f.closed {
+		err = errFileClosed
 	}
-	if err := cn.sendRef(ctx, id, pkt, ch, ref); err != nil {
-		if f.ctx.Err() != nil {
-			return errFileClosed
-		}
+	if err != nil {
+		f.hmu.RUnlock()
+		tell(ref)
+	}
+	return err
+}
+
+// startInto sends pkt, a request naming a handle of f on cn, through the gate, its
+// reply to go to into (conn.startInto): a transfer's requests, under the transfer's
+// ctx.
+func (f *File) startInto(ctx context.Context, cn *conn, pkt []byte, ref packetRef, into chan<- response) error {
+	if err := f.enter(ref); err != nil {
 		return err
 	}
-	return nil
+	defer f.hmu.RUnlock()
+	return cn.startInto(ctx, pkt, ref, into)
 }
 
-// call sends a request about this file and waits for the reply, bounded by the
-// file's life.
-func (f *File) call(enc func(id uint32) []byte) (response, error) {
-	return f.callRef(enc, nil)
-}
-
-// callRef is call for a packet in a buffer the caller reuses: see conn.sendRef.
-func (f *File) callRef(enc func(id uint32) []byte, ref packetRef) (response, error) {
-	id := f.cn.newID()
-	ch := make(chan response, 1)
-	if err := f.sendRef(f.ctx, f.cn, id, enc(id), ch, ref); err != nil {
-		return response{}, err
+// do is one round trip (conn.do) about f's handle, through the gate, bounded by ctx:
+// f's life for the io methods, the call's ctx for Get and Put. The gate is held until
+// the reply: Close ends the life first, which ends the io methods' waits, before it
+// takes hmu for itself; a File a call opened for itself is closed by that call, after
+// its round trips.
+func (f *File) do(ctx context.Context, enc func(dst []byte, id uint32) []byte, decode func(response) error) error {
+	if err := f.enter(nil); err != nil {
+		return err
 	}
-	r, err := f.cn.wait(f.ctx, id, ch)
-	return r, f.waitErr(err)
+	defer f.hmu.RUnlock()
+	return f.cn.do(ctx, enc, decode)
 }
 
 // Stat returns the file's attributes (FSTAT).
 func (f *File) Stat() (fs.FileInfo, error) {
-	a, err := f.fstat()
+	a, err := f.fstat(f.life)
 	if err != nil {
 		return nil, f.err("stat", err)
 	}
 	return newFileInfo(baseName(f.name), &a, 0), nil
 }
 
-func (f *File) fstat() (sshfx.Attrs, error) {
-	r, err := f.call(func(id uint32) []byte { return appendString1(nil, sshfx.TypeFstat, id, f.handle) })
-	if err != nil {
-		return sshfx.Attrs{}, err
-	}
-	defer r.release()
-	a, err := decodeAttrs("FSTAT", &r)
-	return a, f.cn.check(err)
-}
-
-func (f *File) statusCall(op string, enc func(id uint32) []byte) error {
-	r, err := f.call(enc)
-	if err != nil {
+func (f *File) fstat(ctx context.Context) (a sshfx.Attrs, err error) {
+	err = f.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeFstat, id, f.handle)
+	}, func(r response) (err error) {
+		a, err = decodeAttrs("FSTAT", &r)
 		return err
-	}
-	defer r.release()
-	return f.cn.check(expectStatus(op, &r))
+	})
+	return a, err
 }
 
-func (f *File) setstat(a *sshfx.Attrs) error {
-	return f.statusCall("FSETSTAT", func(id uint32) []byte {
-		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, a)
-	})
+func (f *File) setstat(ctx context.Context, a *sshfx.Attrs) error {
+	return f.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendStringAttrs(dst, sshfx.TypeFsetstat, id, f.handle, a)
+	}, status("FSETSTAT"))
 }
 
 // Sync asks the server to flush the file to stable storage (fsync@openssh.com).
@@ -304,13 +299,15 @@ func (f *File) setstat(a *sshfx.Attrs) error {
 // Sync, from the VERSION it sent:
 //
 //	canSync := c.Extensions()["fsync@openssh.com"] == "1"
-func (f *File) Sync() error {
+func (f *File) Sync() error { return f.sync(f.life) }
+
+func (f *File) sync(ctx context.Context) error {
 	if !f.c.hasExt(extFsync) {
 		return f.err("sync", errUnsupportedExt(extFsync))
 	}
-	return f.err("sync", f.statusCall(extFsync, func(id uint32) []byte {
-		return appendExtended(nil, id, extFsync, f.handle)
-	}))
+	return f.err("sync", f.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extFsync, f.handle)
+	}, status(extFsync)))
 }
 
 // Truncate changes the size of the file. It does not move the offset.
@@ -321,12 +318,12 @@ func (f *File) Truncate(size int64) error {
 	f.mu.Lock()
 	f.dropReadAhead() // what was read ahead may no longer exist
 	f.mu.Unlock()
-	return f.err("truncate", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}))
+	return f.err("truncate", f.setstat(f.life, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)}))
 }
 
 // Chmod changes the mode of the file.
 func (f *File) Chmod(mode fs.FileMode) error {
-	return f.err("chmod", f.setstat(&sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
+	return f.err("chmod", f.setstat(f.life, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(mode)}))
 }
 
 // Chown changes the numeric uid and gid of the file; -1 is refused, as by Client.Chown.
@@ -335,7 +332,7 @@ func (f *File) Chown(uid, gid int) error {
 	if err != nil {
 		return f.err("chown", err)
 	}
-	return f.err("chown", f.setstat(a))
+	return f.err("chown", f.setstat(f.life, a))
 }
 
 // Chtimes changes the access and modification times of the file.
@@ -344,13 +341,13 @@ func (f *File) Chtimes(atime, mtime time.Time) error {
 	if err != nil {
 		return f.err("chtimes", err)
 	}
-	return f.err("chtimes", f.setstat(a))
+	return f.err("chtimes", f.setstat(f.life, a))
 }
 
 // Seek sets the offset for the next Read or Write. io.SeekEnd asks the server for the
 // size.
 func (f *File) Seek(offset int64, whence int) (int64, error) {
-	if f.ctx.Err() != nil {
+	if f.life.Err() != nil {
 		return 0, f.closedErr("seek")
 	}
 	f.mu.Lock()
@@ -361,7 +358,7 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekCurrent:
 		base = f.offset
 	case io.SeekEnd:
-		a, err := f.fstat()
+		a, err := f.fstat(f.life)
 		if err != nil {
 			return 0, f.err("seek", err)
 		}
@@ -404,7 +401,7 @@ func (f *File) Read(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ra == nil {
-		f.ra = f.newReadStream(f.offset, -1, 1, false)
+		f.ra = f.newReadStream(f.life, f.offset, -1, 1, false)
 	}
 	n, err := f.ra.read(p)
 	f.offset += int64(n)
@@ -427,7 +424,10 @@ func (f *File) dropReadAhead() {
 
 // ReadAt reads len(p) bytes at off with many requests in flight. It returns fewer only
 // with an error, io.EOF when the file ends first.
-func (f *File) ReadAt(p []byte, off int64) (int, error) {
+func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.readAt(f.life, p, off) }
+
+// readAt is ReadAt while ctx lasts.
+func (f *File) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := f.checkAccess("readat", false); err != nil {
 		return 0, err
 	}
@@ -443,7 +443,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		f.dropReadAhead()
 		f.mu.Unlock()
 	}
-	s := f.newReadStream(off, off+int64(len(p)), f.c.opts.maxInflight, false)
+	s := f.newReadStream(ctx, off, off+int64(len(p)), f.c.oneChannelWindow(), false)
 	defer s.close()
 	n, err := io.ReadFull(readerFunc(s.read), p)
 	if err == io.ErrUnexpectedEOF {
@@ -459,6 +459,15 @@ type readerFunc func([]byte) (int, error)
 
 func (r readerFunc) Read(p []byte) (int, error) { return r(p) }
 
+// readerAt is f as an io.ReaderAt whose reads wait while ctx lasts.
+func (f *File) readerAt(ctx context.Context) io.ReaderAt {
+	return readerAtFunc(func(p []byte, off int64) (int, error) { return f.readAt(ctx, p, off) })
+}
+
+type readerAtFunc func([]byte, int64) (int, error)
+
+func (r readerAtFunc) ReadAt(p []byte, off int64) (int, error) { return r(p, off) }
+
 // Write writes p at the file offset (at the end for files opened with O_APPEND) with
 // many requests in flight.
 func (f *File) Write(p []byte) (int, error) {
@@ -468,7 +477,7 @@ func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	n, err := f.writeAt("write", p, f.offset)
+	n, err := f.writeAt(f.life, "write", p, f.offset)
 	f.offset += int64(n)
 	return n, err
 }
@@ -488,48 +497,49 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	f.dropReadAhead()
 	f.mu.Unlock()
-	return f.writeAt("writeat", p, off)
+	return f.writeAt(f.life, "writeat", p, off)
 }
 
-// writeAt writes p at off; its errors name op, the caller's entry point.
-func (f *File) writeAt(op string, p []byte, off int64) (int, error) {
+// writeAt writes p at off while ctx lasts; its errors name op, the caller's entry
+// point.
+func (f *File) writeAt(ctx context.Context, op string, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	k, err := f.largeWriteAt(op, p, off) // WithLargeWrites' first WRITE, or nothing
+	k, err := f.largeWriteAt(ctx, op, p, off) // WithLargeWrites' first WRITE, or nothing
 	if err != nil || k == len(p) {
 		return k, err
 	}
 	p, off = p[k:], off+int64(k)
 	if len(p) <= f.c.maxWrite() {
-		n, err := f.writeOne(op, p, off)
+		n, err := f.writeOne(ctx, op, p, off)
 		return k + n, err
 	}
-	ws := f.newWriteStream(op, off)
+	ws := f.newWriteStream(ctx, op, off)
 	n, err := ws.copyFrom(bytes.NewReader(p))
 	return k + int(n), err
 }
 
 // writeOne writes p, which fits one WRITE, from the caller's goroutine: a transfer's
 // goroutines would cost more than they save for one request.
-func (f *File) writeOne(op string, p []byte, off int64) (int, error) {
+func (f *File) writeOne(ctx context.Context, op string, p []byte, off int64) (int, error) {
 	// The buffer goes back to the pool once both this call and the channel's writer
 	// are done with it: a call that gives up may leave its WRITE mid-Write.
 	pp := &pooledPacket{bp: f.c.dataBuf(), pool: &f.c.dataPool}
 	pp.refs.Store(2)
 	defer pp.writeDone()
 	copy((*pp.bp)[dataOff:], p)
-	var perr error
-	r, err := f.callRef(func(id uint32) []byte {
-		var pkt []byte
-		pkt, perr = writePacket(*pp.bp, id, f.handle, off, len(p))
-		return pkt
-	}, pp)
-	if err == nil {
-		defer r.release()
-		err = f.cn.check(expectStatus("WRITE", &r))
+	pkt, err := writePacket(*pp.bp, f.cn.newID(), f.handle, off, len(p))
+	if err != nil {
+		pp.writeDone() // the writer's share: it never gets the packet
+		return 0, f.err(op, err)
 	}
-	if err = firstErr(perr, err); err != nil {
+	if err := f.enter(pp); err != nil {
+		return 0, f.err(op, err)
+	}
+	cl := f.cn.start(ctx, pkt, pp) // the writer lets go of pp
+	f.hmu.RUnlock()
+	if err := cl.take(ctx, status("WRITE")); err != nil {
 		return 0, f.err(op, err)
 	}
 	return len(p), nil
@@ -540,14 +550,17 @@ func (f *File) writeOne(op string, p []byte, off int64) (int, error) {
 // size (an *os.File, *bytes.Reader, *io.SectionReader), several goroutines read it in
 // parallel, and r is left positioned after what was written. On error, n counts the
 // bytes the server acknowledged, all of them before the first failed WRITE.
-func (f *File) ReadFrom(r io.Reader) (int64, error) {
+func (f *File) ReadFrom(r io.Reader) (int64, error) { return f.readFrom(f.life, r) }
+
+// readFrom is ReadFrom while ctx lasts.
+func (f *File) readFrom(ctx context.Context, r io.Reader) (int64, error) {
 	if err := f.checkAccess("readfrom", true); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	r, k, err := f.largeReadFrom(r, f.offset) // WithLargeWrites' first WRITE, or nothing
+	r, k, err := f.largeReadFrom(ctx, r, f.offset) // WithLargeWrites' first WRITE, or nothing
 	f.offset += k
 	if err != nil {
 		return k, err
@@ -555,7 +568,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	if k > 0 && f.onAcked != nil {
 		f.onAcked(k)
 	}
-	ws := f.newWriteStream("readfrom", f.offset)
+	ws := f.newWriteStream(ctx, "readfrom", f.offset)
 	n, err := ws.copyFrom(r) // remote failures come back as *fs.PathError, r's bare
 	f.offset += n
 	return k + n, err
@@ -568,14 +581,18 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 // written in one run from w's position, and pieces past it may have been written too.
 // A server that reports the end of the file and sends data past it fails WriteTo (as
 // every read) at that end: the bytes between are unknown.
-func (f *File) WriteTo(w io.Writer) (int64, error) {
-	if err := f.checkAccess("writeto", false); err != nil {
+func (f *File) WriteTo(w io.Writer) (int64, error) { return f.writeTo(f.life, "writeto", w) }
+
+// writeTo is WriteTo while ctx lasts, its errors naming op, the caller's entry point.
+func (f *File) writeTo(ctx context.Context, op string, w io.Writer) (int64, error) {
+	if err := f.checkAccess(op, false); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropReadAhead()
-	s := f.newReadStream(f.offset, -1, f.window(), !f.c.readOnce()) // no FSTAT on a read-once server
+	s := f.newReadStream(ctx, f.offset, -1, f.window(), !f.c.readOnce()) // no FSTAT on a read-once server
+	s.op = op
 	defer s.close()
 	// Remote failures come back as *fs.PathError, w's bare.
 	wa, base, direct := writerAt(w)

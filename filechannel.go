@@ -10,7 +10,7 @@ import (
 )
 
 // Which channel a File goes on: the main channel rule (the README's "main channel
-// for small calls", once called the control lane). An SFTP channel answers in order (one sftp-server process per
+// for small calls"). An SFTP channel answers in order (one sftp-server process per
 // channel) and carries at most one 2 MiB window of replies per round trip, so a Stat
 // sent behind a window of bulk DATA waits for that DATA to cross the link: several
 // round trips on a long link. So on a link where striping pays (Client.stripes), the
@@ -27,6 +27,11 @@ import (
 //
 // On a short link nothing changes: the main channel carries everything, as one
 // channel's window is not what limits it there.
+
+// busyChannel is how many requests a data channel must have in flight before a new
+// file's open asks for another data channel: about a window's worth of full-size
+// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
+const busyChannel = 8
 
 // dataChannelOpener opens data channels in the background for Client.fileChannel.
 type dataChannelOpener struct {
@@ -47,9 +52,9 @@ func (c *Client) fileChannel() *conn {
 		return c.main
 	}
 	data := c.dataChannels()
-	best := c.ctl.leastLoaded(slices.DeleteFunc(slices.Clone(data), notAnswered))
+	best := c.dataOpener.leastLoaded(slices.DeleteFunc(slices.Clone(data), notAnswered))
 	if len(data) < c.opts.channels && (best == nil || inFlight(best) >= busyChannel) {
-		c.ctl.open(c, len(data)+1)
+		c.dataOpener.open(c, len(data)+1)
 	}
 	if best == nil {
 		return c.main
@@ -59,7 +64,7 @@ func (c *Client) fileChannel() *conn {
 
 // notAnswered reports whether cn has yet to answer a request. A channel is put in the
 // pool as soon as its INIT is sent, without waiting for the server to start (see
-// pipelinedSession): a file opened there would wait behind the server's start, which
+// startSession): a file opened there would wait behind the server's start, which
 // sshd pays a login shell for, 100 ms of CPU or more on a busy server, and the least
 // loaded channel is just the one starting. So a file goes only to a channel that has
 // answered a round trip (it has a minRTT): the data channel opener asks a new one for one as
@@ -106,7 +111,7 @@ func inFlight(cn *conn) int {
 func (l *dataChannelOpener) open(c *Client, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.opening != nil || l.closed || c.chans.isRefused() {
+	if l.opening != nil || l.closed || c.chans.closedToNew() {
 		return
 	}
 	if l.ctx == nil {
@@ -120,9 +125,9 @@ func (l *dataChannelOpener) open(c *Client, n int) {
 		c.eachChannel(l.ctx, n, func(cn *conn) {
 			if notAnswered(cn) {
 				// A round trip, so that files go to cn once it answers (notAnswered).
-				if r, err := cn.roundTrip(l.ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeRealpath, id, ".") }); err == nil {
-					r.release()
-				}
+				cn.do(l.ctx, func(dst []byte, id uint32) []byte {
+					return appendString1(dst, sshfx.TypeRealpath, id, ".")
+				}, func(response) error { return nil })
 			}
 		})
 		l.mu.Lock()

@@ -380,9 +380,9 @@ func TestFileChannelClientClose(t *testing.T) {
 		awaitDataChannel(t, c)
 		require.Empty(t, c.dataChannels(), "a data channel kept after Close")
 		require.Same(t, c.main, c.fileChannel())
-		c.ctl.mu.Lock()
-		opening := c.ctl.opening
-		c.ctl.mu.Unlock()
+		c.dataOpener.mu.Lock()
+		opening := c.dataOpener.opening
+		c.dataOpener.mu.Unlock()
 		require.Nil(t, opening, "an open started after Close")
 		closeClient()
 		require.NoError(t, e.waitServerHandles(name, 0), "handles left open on the server")

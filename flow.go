@@ -1,10 +1,9 @@
 package sftp
 
-import "time"
+import "cmp"
 
-// Flow control and tuning: every number that bounds what a transfer keeps in flight,
-// and every other tuning number (defaults, worker counts, thresholds), lives here, so
-// the arithmetic can be read (and changed) in one place.
+// The flow window: how much a transfer keeps in flight, which is also what bounds its
+// memory. The other numbers of the package live beside the mechanism they tune.
 //
 //   - The window (Client.window, File.window) is how many requests one transfer keeps
 //     in flight, summed over its lanes. Each holds at most one pooled data buffer, so it
@@ -16,43 +15,6 @@ import "time"
 //     whose window the server refills slowly (dropbear grants 24 KiB) keeps its
 //     packets unsent, and new ones go to the other lanes: that is how the lanes
 //     adapt to the window each server really grants, which x/crypto does not expose.
-
-// stripeMin is how large a transfer must be before it stripes: enough that the few
-// round trips of opening handles are paid back.
-const stripeMin = 8 << 20
-
-// maxSpan (W) bounds how far out of order any transfer writes, summed over all its
-// lanes: no byte is written W or more past the transfer's contiguous prefix known
-// written (an upload's acknowledged prefix; a download's prefix its writers have
-// written to an io.WriterAt), whatever the window, the lanes or the order in which
-// servers carry out and answer the requests. So whatever stops a transfer, even a
-// killed process that cuts nothing, everything below size-W of what it leaves is
-// written, and Resume continues from there (resume.go has the proof).
-//
-// It is one constant, not a function of WithMaxInflight, WithChannels or the request
-// size, because a later run relies on the bound an earlier one kept, whatever options
-// either used; for the same reason it may be raised in a later version, never lowered.
-// It costs no throughput: it is twice the largest striped window (windowBudget), so a
-// window can run a whole window's worth past a request that is late at the prefix. It
-// is also what a resumed transfer sends again at most, so it is not larger.
-const maxSpan = 64 << 20
-
-// span is W for this Client's transfers: maxSpan (tests lower it).
-func (c *Client) span() int64 {
-	if c.opts.span > 0 {
-		return c.opts.span
-	}
-	return maxSpan
-}
-
-// minStripe is how large a transfer must be before it stripes: stripeMin (tests lower
-// it).
-func (c *Client) minStripe() int64 {
-	if c.opts.stripeFrom > 0 {
-		return c.opts.stripeFrom
-	}
-	return stripeMin
-}
 
 // channelWindow is the flow-control window of one SSH session channel as x/crypto/ssh
 // grants it to the server (so it bounds every download lane exactly), and as
@@ -76,17 +38,24 @@ const maxUnsent = 2
 // two cores move through SSH.
 const windowBudget = 32 << 20
 
-// window is how many requests a transfer keeps in flight: the configured depth, and
-// when striping enough per lane to fill a 2 MiB channel window (12 requests), up to
-// windowBudget.
+// window is how many requests a transfer keeps in flight: WithMaxInflight's n when
+// the caller chose one, whatever the link; else defaultFlight on one channel, and when
+// striping enough per lane of the ceiling (WithChannels) to fill a 2 MiB channel
+// window (12 requests), up to windowBudget.
 func (c *Client) window() int {
-	w := c.opts.maxInflight
+	if n := c.opts.maxInflight; n > 0 {
+		return n
+	}
 	if c.stripes() {
 		size := max(c.limits.MaxRead, c.limits.MaxWrite, minDataSize) + packetSlack
-		w = max(w, min(c.opts.channels*12, windowBudget/size))
+		return max(defaultFlight, min(c.opts.channels*12, windowBudget/size))
 	}
-	return w
+	return defaultFlight
 }
+
+// oneChannelWindow is the window a transfer starts from on one channel: what
+// WithMaxInflight chose, or defaultFlight.
+func (c *Client) oneChannelWindow() int { return cmp.Or(c.opts.maxInflight, defaultFlight) }
 
 // window is how many requests this file's transfers keep in flight: the Client's,
 // shared out when a tree copy moves several files at once (see File.share).
@@ -128,141 +97,8 @@ func writeLaneCap(size int) int {
 	return max(1, (channelWindow-64<<10)/(size+packetSlack))
 }
 
-// Tree transfers (tree.go) hold the frontier of their walk, never the whole tree: these
-// bound its parts by count, so that an honest tree stays far below the call's memory
-// limit (WithMemoryLimit), which every part is charged to as well.
-const (
-	// treePendingDirs is how many subdirectories a directory's walker keeps before it
-	// walks them: past it the walker goes down into them and comes back to the rest
-	// of the listing after, so a directory of a million subdirectories is never held
-	// whole.
-	treePendingDirs = 64
-	// treePageEntries bounds the entries taken from one READDIR page at a time (a
-	// page is one reply, 100 names on OpenSSH); localPageEntries is the local
-	// equivalent, one ReadDir(n) of a local directory.
-	treePageEntries  = 1 << 10
-	localPageEntries = 256
-	// treeRepliesAhead is how many replies a tree's collectors wait for in order
-	// (MKDIRs of new directories, CLOSEs of listed ones) while the walk goes on:
-	// past it the walk waits. OpenSSH carries out a channel's requests in order, so
-	// a new tree's directories are made in one round trip per this many.
-	treeRepliesAhead = 256
-	// maxTreeDepth is how many directory levels a tree transfer descends, its root
-	// being the first, as OpenSSH's client: a server can serve a directory that
-	// contains itself forever.
-	maxTreeDepth = 64
-)
-
-// pipelinedWriteMax is the most data WriteFile sends as WRITEs back to back with the
-// CLOSE right behind them, two round trips in all: what one channel window holds, less
-// room for the small requests of other users of the channel, so that the burst goes
-// out without waiting for the server to grant more. More goes through the engine.
-const pipelinedWriteMax = channelWindow - 64<<10
-
-// writeStallGrace is how long a channel's Write may stay blocked after the call that
-// sent the packet gave up (its ctx ended) before the channel is given up as one whose
-// server stopped taking data (connwrite.go); it also bounds how long closing a channel
-// waits for its goroutines. It must not kill a healthy channel whose user merely
-// cancelled an upload: that Write is blocked on the channel's flow-control window,
-// behind at most a window of data (channelWindow, 2 MiB, against sshd) plus what the
-// server's pipes buffer, and the window comes back as the server writes that data and
-// the window adjustment crosses the link. stallGraceBase lets a server that takes 1
-// MiB/s (a slow disk or link; slower than that we call stalled) drain a window, and
-// 4 minimum round trips let the adjustment come back even queued behind replies. A
-// longer grace only delays the report: the call has returned at its ctx either way.
-func writeStallGrace(minRTT time.Duration) time.Duration {
-	return stallGraceBase + 4*minRTT
-}
-
-// stallGraceBase is writeStallGrace without the round trips: a window at 1 MiB/s.
-const stallGraceBase = channelWindow / (1 << 20) * time.Second
-
-// busyChannel is how many requests a data channel must have in flight before a new
-// file's open asks for another data channel: about a window's worth of full-size
-// READs (8 x 255 KiB fills 2 MiB), or dozens of small files.
-const busyChannel = 8
-
-// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
-// while one is in a system call.
-const writeAtWorkers = 2
-
-// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
-// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
-// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
-// two cores this is measured on.
-const readAtWorkers = 2
-
-// defaultSmallParallel is how many small files a tree keeps in flight when the caller
-// did not choose Parallel. A tree of a few hundred small files then goes in one wave
-// of round trips rather than two or three; smallBudget keeps the memory they hold to
-// what 128 files of one full READ or WRITE each would.
-const defaultSmallParallel = 512
-
-// smallBudget bounds the bytes the small files in flight hold at once (each is
-// charged smallCost), whatever their number.
-const smallBudget = 32 << 20
-
-// defaultStripeMinRTT is the round trip below which one channel's window is not what
-// limits a transfer: 2 MiB per 2 ms is 1 GiB/s, more than SSH's ciphers move on one
-// connection. There extra channels would only add server processes competing for the
-// CPU. (Tests lower it to exercise striping on loopback.)
-const defaultStripeMinRTT = 2 * time.Millisecond
-
-// defaultChannelsPerConn is how many lanes share one SSH connection before the Client
-// dials another (with WithDialer). Each connection is one cipher stream, run by one
-// goroutine here and one sshd process there. It was measured on the project's 2-core
-// machine at RTT 50 ms (see docs/design.md, Lanes).
-const defaultChannelsPerConn = 8
-
-// maxDialing bounds the dials one Client has under way. sshd drops connections that
-// have not logged in yet past its MaxStartups (10 by default), and a failed dial ends
-// the Client's striping growth.
-const maxDialing = 4
-
-// maxChannelAttempts bounds how often one open moves on to another connection after a
-// refused session or a dead connection.
-const maxChannelAttempts = 3
-
-// readAhead bounds the READDIRs a whole listing keeps in flight. Most directories
-// fit in one page, and a listing ends only at a reply of EOF, so a listing read one
-// READDIR at a time pays two round trips where one would do: the first batch sends
-// two, which brings a small directory's page and its EOF together. A listing that
-// goes on doubles its batch up to readAhead, so a large directory costs a round trip
-// per readAhead pages; what is in flight is bounded by readAhead replies.
-const readAhead = 4
-
-// packetSlack is the room a data buffer keeps beyond its payload for the header of
-// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
-const packetSlack = 1024
-
-// defaultFlight is the window (requests in flight per transfer) when the caller did
-// not choose one (see WithMaxInflight).
+// defaultFlight is the window (requests in flight per transfer) on one channel when
+// the caller did not choose one (see WithMaxInflight), as pkg/sftp's: with the draft's
+// 32 KiB requests it fills one 2 MiB channel window, and OpenSSH's 255 KiB requests
+// fill eight, so on one channel the window is not what holds a transfer back.
 const defaultFlight = 64
-
-// defaultChannels is the ceiling of lanes a transfer may use (see WithChannels).
-const defaultChannels = 16
-
-// defaultParallel is how many files a tree transfer moves at once when the caller did
-// not choose Parallel.
-const defaultParallel = 16
-
-// Server-side copy (servercopy.go).
-const (
-	// copyRange is the bytes one copy-data request asks the server to copy. The server
-	// copies a range without answering anything else on the channel (OpenSSH serves one
-	// request at a time), so a range is kept to a size it copies in well under a
-	// second, and copyFlight of them are kept in flight so the server never waits for
-	// the next.
-	copyRange  = 64 << 20
-	copyFlight = 4
-)
-
-// The keepalive's default (WithKeepalive): a probe every 10 s, and a connection with
-// nothing from it for 3 of them given up. A silent link is noticed within about 30 s,
-// sooner than most callers give up on a request, and within the idle limits of the
-// servers that drop quiet sessions (Files.com 60 s, Azure Blob Storage 2 minutes);
-// each probe is one small message each way.
-const (
-	defaultKeepaliveInterval = 10 * time.Second
-	defaultKeepaliveCount    = 3
-)

@@ -136,16 +136,15 @@ func runScripted(t *testing.T, stream []byte, deadline time.Duration) scriptedRe
 	var file *File
 	bounded(func(ctx context.Context) { file, res.openErr = c.Open(ctx, "/a") })
 	if file != nil {
-		// File methods take no context: cancelling the File is what bounds them.
+		// File methods take no context: their ctx forms, which the io methods call
+		// with the File's life, are what bounds them here.
 		bounded(func(ctx context.Context) {
-			defer context.AfterFunc(ctx, file.cancel)()
-			res.readAtN, res.readAtErr = file.ReadAt(make([]byte, scriptedSize), 0)
+			res.readAtN, res.readAtErr = file.readAt(ctx, make([]byte, scriptedSize), 0)
 		})
 		bounded(func(ctx context.Context) {
-			defer context.AfterFunc(ctx, file.cancel)()
-			res.writeToN, res.writeToErr = file.WriteTo(io.Discard)
+			res.writeToN, res.writeToErr = file.writeTo(ctx, "writeto", io.Discard)
 		})
-		bounded(func(ctx context.Context) { res.closeErr = closeWithin(ctx, file) })
+		bounded(func(ctx context.Context) { res.closeErr = file.close(ctx) })
 	}
 	bounded(func(ctx context.Context) {
 		var entries []fs.DirEntry

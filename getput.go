@@ -184,6 +184,12 @@ func Fsync() TransferOption {
 	return func(o *transferOptions) error { o.fsync = true; return nil }
 }
 
+// defaultParallel is how many files a tree transfer moves at once when the caller did
+// not choose Parallel: large files are bound by bandwidth, which each one's window
+// fills already, so more in flight would only share the window out thinner (File.share)
+// and hold more of the server's handles.
+const defaultParallel = 16
+
 // Parallel sets how many files a tree transfer keeps in flight, and how many
 // directories it lists at once. By default 16 files are in flight, and up to 512 when
 // they are small (one READ or WRITE each), as long as those hold no more than 32 MiB
@@ -431,25 +437,11 @@ func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device 
 	return rfi.Mode()&fs.ModeDevice != 0, nil
 }
 
-// watch ends f's transfers when ctx ends. File I/O takes no context, so this is how a
-// cancelled ctx reaches a WriteTo or ReadFrom in progress. It cancels rather than
-// closes f: the caller's own Close then sends the CLOSE and waits for it, so the remote
-// handle is gone by the time Get or Put returns. The returned stop waits for a
-// cancellation already under way, so no goroutine outlives the file.
-func watch(ctx context.Context, f *File) (stop func()) {
-	fired := make(chan struct{})
-	unhook := context.AfterFunc(ctx, func() { f.cancel(); close(fired) })
-	return func() {
-		if !unhook() {
-			<-fired
-		}
-	}
-}
-
 // openRemote opens a remote file for a transfer that stop may end. The OPEN itself
 // waits under the call's ctx, not stop: an OPEN given up on leaves its handle to be
 // closed in the background, after Get or Put returned. So a tree whose first failure
 // ends stop still collects every OPEN in flight and closes its handle before returning.
+// The File's CLOSEs are bounded by the call's ctx likewise (File.callCtx).
 func (t *getPutCall) openRemote(stop context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	if err := ctxError(stop, ""); err != nil {
 		return nil, err
@@ -459,9 +451,9 @@ func (t *getPutCall) openRemote(stop context.Context, name string, flag int, per
 		return nil, err
 	}
 	f.share = t.fileShare()
-	f.callDone = t.ctx.Done()
+	f.callCtx = t.ctx
 	if err := ctxError(stop, ""); err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return nil, err
 	}
 	return f, nil
@@ -495,21 +487,21 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		lf, err = t.local.createPart(part, perm)
 	}
 	if err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return err
 	}
 	p := t.rep.start(src, t.local.path(dst), off, size)
 	defer func() { p.end(ctx, err) }()
 	chk, err := t.startGetCheck(ctx, src, part, lf, off)
 	if err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		lf.Close()
 		return err
 	}
 	defer chk.stop()
 	n, err := t.download(ctx, f, src, lf, off, size, p, chk)
 	if err == nil {
-		err = ctx.Err()
+		err = ctxError(ctx, "")
 	}
 	if err == nil {
 		err = t.finishLocal(lf, part, fi)
@@ -533,7 +525,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 			markLocalPart(lf, off+n)
 			lf.Close()
 		}
-		return stopped(ctx, err)
+		return err
 	}
 	return t.local.rename(part, dst)
 }
@@ -544,25 +536,19 @@ func (t *getPutCall) download(ctx context.Context, f *File, src string, lf *os.F
 	if off == 0 && t.smallGet(size) {
 		return t.getSmall(ctx, f, src, lf, size, p, chk) // closes f
 	}
-	stop := watch(ctx, f)
-	// Checked here too because the watch acts from another goroutine: a ctx that
-	// ended already (say from a progress callback) must not let data through first.
-	if err = ctx.Err(); err == nil {
-		n, err = receive(f, lf, off, p, chk)
-	}
-	stop()
+	n, err = receive(ctx, f, lf, off, p, chk)
 	// Free the handle before the local work. A read handle's CLOSE reports nothing
 	// that matters to data already received.
-	closeWithin(t.ctx, f)
+	f.Close()
 	return n, err
 }
 
-// receive writes f from off into lf, the part file. WriteTo writes each piece at its
-// offset as it arrives and reports n, the bytes received in one run from off: pieces
-// past them may be in lf (a failure, or a server that contradicted itself), so lf is
-// cut to off+n on every outcome. Resume trusts a part file's size. With Verify, chk
-// hashes what is received.
-func receive(f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
+// receive writes f from off into lf, the part file, while ctx lasts. writeTo writes
+// each piece at its offset as it arrives and reports n, the bytes received in one run
+// from off: pieces past them may be in lf (a failure, or a server that contradicted
+// itself), so lf is cut to off+n on every outcome. Resume trusts a part file's size.
+// With Verify, chk hashes what is received.
+func receive(ctx context.Context, f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (int64, error) {
 	if off > 0 {
 		if _, err := lf.Seek(off, io.SeekStart); err != nil {
 			return 0, err
@@ -575,7 +561,7 @@ func receive(f *File, lf *os.File, off int64, p *fileProgress, chk *fileCheck) (
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, err := f.WriteTo(chk.local(w))
+	n, err := f.writeTo(ctx, "writeto", chk.local(w))
 	if terr := lf.Truncate(off + n); terr != nil {
 		err = errors.Join(err, terr)
 	}
@@ -637,25 +623,24 @@ func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (e
 			return err
 		}
 	}
-	stop := watch(ctx, f)
 	p := t.rep.startAfter(src, dst, off, fi.Size(), restart)
 	defer func() { p.end(ctx, err) }()
 	var n int64
 	var chk *fileCheck
-	if chk, err = t.startCheck(ctx, lf, off); err == nil && ctx.Err() == nil { // as in getFile
+	if chk, err = t.startCheck(ctx, lf, off); err == nil {
+		// A ctx that ended already (say from a progress callback) sends nothing.
+		err = ctxError(ctx, "")
+	}
+	if err == nil {
 		var framed []byte
 		var small bool
 		if framed, small, err = t.smallUpload(lf, fi, off); small {
-			stop()
 			chk.hashData(framed[dataOff:])
 			return t.putSmall(ctx, f, part, dst, framed, fi, p, chk) // closes f
 		} else if err == nil {
 			err = t.sendFile(ctx, f, lf, fi, off, p, &n, chk)
 		}
-	} else if err == nil {
-		err = ctx.Err()
 	}
-	stop()
 	// The server may report a failed write only now, when the file is closed. After
 	// a failure the part is cut to what was acknowledged, through the handle, before
 	// the close (partcut.go).
@@ -679,7 +664,7 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		}
 	}
 	t.c.partEnds.start(part) // Client.Close lets it finish (partcut.go)
-	ok, cerr := waitWithin(t.ctx, f.cn, func() error {
+	_, ok, cerr := waitWithin(t.ctx, "", f.cn, func() (struct{}, error) {
 		defer t.c.partEnds.done(part)
 		cerr := closeFile(failed)
 		if (failed || cerr != nil) && t.discardFailed(acked) {
@@ -688,8 +673,8 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 		if journalled(cerr, acked) == 0 {
 			t.o.journal.forget(part) // after the record below, when this runs late
 		}
-		return cerr
-	})
+		return struct{}{}, cerr
+	}, nil)
 	if !ok {
 		cerr = f.err("close", cerr)
 	}
@@ -698,10 +683,10 @@ func (t *getPutCall) finishPut(ctx context.Context, f *File, part, dst string, e
 	}
 	if err != nil {
 		t.o.journal.record(part, journalled(cerr, acked))
-		return stopped(ctx, err)
+		return err
 	}
 	if err := chk.verify(ctx, "put", dst, part, part, -1); err != nil { // moved: sendFile, sendStream
-		return stopped(ctx, err)
+		return err
 	}
 	if err = t.deliver(ctx, part, dst); err != nil {
 		t.o.journal.record(part, acked) // the part is whole, unless renamed after all
@@ -765,7 +750,7 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(chk.reader(lf)); err != nil {
+	if *n, err = f.readFrom(ctx, chk.reader(lf)); err != nil {
 		return err
 	}
 	if err := chk.moved(off + *n); err != nil {
@@ -780,12 +765,12 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 		if err != nil {
 			return err
 		}
-		if err := f.setstat(a); err != nil {
+		if err := f.setstat(ctx, a); err != nil {
 			return f.err("setstat", err)
 		}
 	}
 	if t.o.fsync {
-		return f.Sync()
+		return f.sync(ctx)
 	}
 	return nil
 }

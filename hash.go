@@ -238,36 +238,32 @@ func (c *Client) readSum(ctx context.Context, name string, alg HashAlgorithm, of
 	if err != nil {
 		return nil, unwrapPath(err)
 	}
+	f.callCtx = ctx // its CLOSEs, its siblings' included, within the call's ctx
 	return sumFile(ctx, f, alg, off, n)
 }
 
-// sumFile hashes n bytes of f from off (n < 0: to the end) and closes f. File I/O takes
-// no ctx: ctx ending ends the read, as it does a Get's (watch).
+// sumFile hashes n bytes of f from off (n < 0: to the end) while ctx lasts, and
+// closes f.
 func sumFile(ctx context.Context, f *File, alg HashAlgorithm, off, n int64) ([]byte, error) {
 	rs, err := newRunningSum(alg)
 	if err != nil {
-		closeWithin(ctx, f)
+		f.close(ctx)
 		return nil, err
 	}
 	rs.next = off
-	stop := watch(ctx, f)
-	var got int64
-	if err = ctx.Err(); err == nil {
-		got, err = f.sumTo(rs, off, n)
-	}
-	stop()
-	closeWithin(ctx, f)
+	got, err := f.sumTo(ctx, rs, off, n)
+	f.close(ctx)
 	if err != nil {
-		return nil, unwrapPath(stopped(ctx, err))
+		return nil, unwrapPath(err)
 	}
 	return rs.sum(off + got)
 }
 
 // sumTo hashes n bytes of f from off (n < 0: to the end) into rs, whose sum must have
-// reached off, and returns how many there were. It reads as WriteTo does, pieces
-// arriving in any order and hashed in order beside the transfer (sumfeed.go), without
-// moving f's offset.
-func (f *File) sumTo(rs *runningSum, off, n int64) (int64, error) {
+// reached off, while ctx lasts, and returns how many there were. It reads as writeTo
+// does, pieces arriving in any order and hashed in order beside the transfer
+// (sumfeed.go), without moving f's offset.
+func (f *File) sumTo(ctx context.Context, rs *runningSum, off, n int64) (int64, error) {
 	if err := f.checkAccess("read", false); err != nil {
 		return 0, err
 	}
@@ -275,7 +271,7 @@ func (f *File) sumTo(rs *runningSum, off, n int64) (int64, error) {
 	if n >= 0 {
 		limit = off + n
 	}
-	s := f.newReadStream(off, limit, f.window(), true)
+	s := f.newReadStream(ctx, off, limit, f.window(), true)
 	defer s.close()
 	return s.writeAt(&summedDiscard{rs: rs}, off)
 }

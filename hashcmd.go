@@ -85,8 +85,8 @@ func (c *Client) commandSum(ctx context.Context, name string, alg HashAlgorithm)
 	if !path.IsAbs(name) {
 		// REALPATH, not RealPath: a name starting with "~" is a name here, as it is to
 		// every other SFTP request, not a home directory to expand.
-		abs, err = c.nameCall(ctx, "REALPATH", func(id uint32) []byte {
-			return appendString1(nil, sshfx.TypeRealpath, id, name)
+		abs, err = c.nameCall(ctx, "REALPATH", func(dst []byte, id uint32) []byte {
+			return appendString1(dst, sshfx.TypeRealpath, id, name)
 		})
 		if err != nil {
 			return nil, false, err

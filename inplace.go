@@ -60,7 +60,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	defer func() { p.end(ctx, err) }()
 	chk, err := t.startCheck(ctx, nil, 0)
 	if err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return err
 	}
 	chk.askRemote(ctx, src)
@@ -70,13 +70,8 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	stop := watch(ctx, f)
-	var n int64
-	if err = ctx.Err(); err == nil {
-		n, err = f.WriteTo(struct{ io.Writer }{chk.writer(w)})
-	}
-	stop()
-	closeWithin(t.ctx, f)
+	n, err := f.writeTo(ctx, "writeto", struct{ io.Writer }{chk.writer(w)})
+	f.Close()
 	if cerr := ctxError(ctx, ""); cerr != nil {
 		return cerr // the write it interrupted says only that its deadline passed
 	}
@@ -124,13 +119,9 @@ func (t *getPutCall) sendInPlace(ctx context.Context, r io.Reader, name string, 
 	if p != nil {
 		f.onAcked = p.add
 	}
-	stop := watch(ctx, f)
-	if err = ctx.Err(); err == nil {
-		n, err = f.ReadFrom(r)
-	}
-	stop()
-	if cerr := closeWithin(t.ctx, f); err == nil {
+	n, err = f.readFrom(ctx, r)
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return n, stopped(ctx, err)
+	return n, err
 }

@@ -374,9 +374,9 @@ func TestIntegrationUnsupportedExtensions(t *testing.T) {
 	requirePathErr(t, err, "lchtimes", "l")
 
 	// A request the server does not know comes back OP_UNSUPPORTED.
-	err = c.statusCall(ctx, "probe", func(id uint32) []byte {
-		return appendExtended(nil, id, "no-such-extension@example.com", "x")
-	})
+	err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, "no-such-extension@example.com", "x")
+	}, status("probe"))
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	requireStatus(t, err, StatusOpUnsupported)
 	_, err = c.Stat(ctx, "a")

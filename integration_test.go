@@ -502,8 +502,8 @@ func TestIntegrationRealPathGetwdHomeDir(t *testing.T) {
 	// home-directory with the empty name (the current user) is refused by some OpenSSH
 	// releases (9.2 does getpwnam("")); HomeDir then falls back on expand-path of "~".
 	wantHome := home
-	_, herr := c.nameCall(ctx, extHomeDirectory, func(id uint32) []byte {
-		return appendExtended(nil, id, extHomeDirectory, "")
+	_, herr := c.nameCall(ctx, extHomeDirectory, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extHomeDirectory, "")
 	})
 	if herr != nil {
 		requireStatus(t, herr, StatusFailure)

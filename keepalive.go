@@ -58,6 +58,16 @@ import (
 
 // keepaliveRequest is the global request a probe sends: OpenSSH's client sends it, and
 // servers that do not know it answer with a failure, which is just as alive.
+// The keepalive's default (WithKeepalive): a probe every 10 s, and a connection with
+// nothing from it for 3 of them given up. A silent link is noticed within about 30 s,
+// sooner than most callers give up on a request, and within the idle limits of the
+// servers that drop quiet sessions (Files.com 60 s, Azure Blob Storage 2 minutes);
+// each probe is one small message each way.
+const (
+	defaultKeepaliveInterval = 10 * time.Second
+	defaultKeepaliveCount    = 3
+)
+
 const keepaliveRequest = "keepalive@openssh.com"
 
 // keepaliveSpec is what WithKeepalive set.
@@ -451,13 +461,13 @@ func (p *sftpKeepalive) run() {
 // probe sends one REALPATH and waits for its reply, judging silence meanwhile if it
 // judges. It reports whether to go on.
 func (p *sftpKeepalive) probe() bool {
-	id := p.cn.newID()
-	ch := make(chan response, 1)
 	var sent int64
 	if p.life != nil {
 		sent = p.life.now()
 	}
-	if p.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeRealpath, id, "."), ch) != nil {
+	id := p.cn.newID()
+	cl := p.cn.start(context.Background(), appendString1(nil, sshfx.TypeRealpath, id, "."), nil)
+	if cl.err != nil {
 		return false
 	}
 	var judge *time.Timer
@@ -467,12 +477,14 @@ func (p *sftpKeepalive) probe() bool {
 		defer judge.Stop()
 		judged = judge.C
 	}
+	// The wait is call.wait's, with the judge and halt beside the reply.
 	for {
 		select {
-		case r := <-ch:
-			return p.reply(r)
+		case r := <-cl.ch:
+			r, err := cl.got(r)
+			return err == nil && p.reply(r)
 		case <-p.stop:
-			p.cn.abandon(id, ch)
+			cl.abandon()
 			return false
 		case <-p.cn.done:
 			return false

@@ -295,7 +295,7 @@ func TestKeepaliveDropsSilentLanes(t *testing.T) {
 				}
 			})
 			c, err := NewClient(testCtx(t), sc, withStripeMinRTT(0), WithChannels(4), WithDialer(dial),
-				withLanesPerConn(2), WithKeepalive(testKeepalive, testKeepaliveCount))
+				withChannelsPerConn(2), WithKeepalive(testKeepalive, testKeepaliveCount))
 			require.NoError(t, err)
 			t.Cleanup(func() { c.Close() })
 			pinLanes(c, 4)

@@ -38,7 +38,11 @@ type lane struct {
 // request, takes in lanes as they are opened, sizes their number (lanerule.go), drops
 // a sibling whose channel died, and closes the siblings at the end.
 type lanes struct {
-	f      *File
+	f *File
+	// ctx is the transfer's: every wait of it ends with it (errors.go). The File's life
+	// for its io methods, the call's ctx for Get and Put; an upload, and a download that
+	// writes at offsets, replace it with their errgroup's, derived from it.
+	ctx    context.Context
 	ch     chan response  // every reply of the transfer, from every lane
 	all    []*lane        // all[0] is the File's own lane
 	active int            // requests go to all[:active]; the rest stay open, idle
@@ -60,15 +64,29 @@ type lanes struct {
 	ownErr  error
 }
 
-func (f *File) newLanes(window int, pflags sshfx.OpenFlag, upload bool) lanes {
+func (f *File) newLanes(ctx context.Context, window int, pflags sshfx.OpenFlag, upload bool) lanes {
 	return lanes{
 		f:      f,
+		ctx:    ctx,
 		ch:     make(chan response, window+1),
 		all:    []*lane{{cn: f.cn, handle: f.handle}},
 		active: 1,
 		pflags: pflags,
 		upload: upload,
 	}
+}
+
+// stripeMin is how large a transfer must be before it stripes: enough that the few
+// round trips of opening handles are paid back.
+const stripeMin = 8 << 20
+
+// minStripe is how large a transfer must be before it stripes: stripeMin (tests lower
+// it).
+func (c *Client) minStripe() int64 {
+	if c.opts.stripeFrom > 0 {
+		return c.opts.stripeFrom
+	}
+	return stripeMin
 }
 
 // canStripe reports whether this transfer may add lanes.
@@ -89,7 +107,7 @@ func (ls *lanes) stripe() {
 	ls.joins = make(chan *lane, ceiling+1)
 	ls.want = make(chan laneAsk, 1)
 	ls.opened = make(chan struct{})
-	ctx, cancel := context.WithCancel(ls.f.ctx)
+	ctx, cancel := context.WithCancel(ls.ctx)
 	ls.stop = cancel
 	rtt := time.Duration(c.main.minRTT.Load())
 	ls.ask(ls.ctl.start(rtt, ceiling, c.laneMemory.of(ls.upload)))
@@ -169,7 +187,7 @@ func (ls *lanes) pick() *lane {
 // then drops l and asks again on the lanes left. The File's own lane, a protocol
 // violation or the transfer's own end are failures of the transfer.
 func (ls *lanes) survives(l *lane, err error) bool {
-	return l.sibling && channelLost(err) && ls.f.ctx.Err() == nil
+	return l.sibling && channelLost(err) && ls.ctx.Err() == nil
 }
 
 // channelLost reports whether err is a request's failure with its channel (closed,
@@ -203,7 +221,25 @@ func (ls *lanes) forget(ids map[*lane][]uint32) {
 		r := <-ls.ch
 		r.release()
 	}
-	takeReady(ls.ch, func(r response) bool { r.release(); return true })
+	drainReady(ls.ch, func(r response) bool { r.release(); return true })
+}
+
+// siblingBound is the ctx that bounds the waits for the CLOSEs of f's sibling handles
+// (finish, turnAway): the call's ctx (File.callCtx), and the File's deadline, which
+// ends it with errDeadline. Not the transfer's own ctx, which for an upload is its
+// errgroup's, ended once the group is done, nor the File's life, which Close ends: a
+// transfer that Close stopped still returns with its siblings' handles closed.
+func (f *File) siblingBound() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(f.callCtx)
+	passed := f.life.deadlinePassed()
+	go func() {
+		select {
+		case <-passed:
+			cancel(errDeadline)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }
 
 // finish stops the opener and closes every sibling handle, waiting for the replies:
@@ -213,7 +249,7 @@ func (ls *lanes) finish() error {
 	if ls.stop != nil {
 		ls.stop()
 		<-ls.opened
-		takeReady(ls.joins, func(l *lane) bool {
+		drainReady(ls.joins, func(l *lane) bool {
 			if l != nil {
 				ls.all = append(ls.all, l)
 			}
@@ -222,9 +258,11 @@ func (ls *lanes) finish() error {
 	}
 	waiting, first := ls.sendCloses()
 	// Match replies by id: a reply a dying channel had already handed over may still
-	// turn up here, and must not be taken for a CLOSE's. For a Get or Put the wait is
-	// bounded by its ctx (File.callDone): a server that never answers a CLOSE must not
-	// hold the call. Otherwise the transfer returns with every handle closed.
+	// turn up here, and must not be taken for a CLOSE's. The wait is bounded as every
+	// wait of the call is (siblingBound): for a Get, Put, ReadFile or WriteFile by its
+	// ctx, for a File's io methods by its deadline, as a server that never answers a
+	// CLOSE must not hold the call; otherwise the transfer returns with every handle
+	// closed. The replies given up are dropped when they come.
 	collect := func(r response) {
 		if cn := waiting[r.id]; cn != nil {
 			delete(waiting, r.id)
@@ -237,9 +275,11 @@ func (ls *lanes) finish() error {
 		}
 		r.release()
 	}
+	bound, stop := ls.f.siblingBound()
+	defer stop()
 	for len(waiting) > 0 {
 		// Replies that are here count even once the call's ctx has ended.
-		takeReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
+		drainReady(ls.ch, func(r response) bool { collect(r); return len(waiting) > 0 })
 		if len(waiting) == 0 {
 			break
 		}
@@ -247,7 +287,7 @@ func (ls *lanes) finish() error {
 		case r := <-ls.ch:
 			collect(r)
 			continue
-		case <-ls.f.callDone:
+		case <-bound.Done():
 		}
 		if !ls.upload {
 			forgetCloses(waiting)
@@ -278,7 +318,7 @@ func (ls *lanes) sendCloses() (waiting map[uint32]*conn, first error) {
 			continue
 		}
 		id := l.cn.newID()
-		if err := l.cn.send(context.Background(), id, appendString1(nil, sshfx.TypeClose, id, l.handle), ls.ch); err != nil {
+		if err := l.cn.startInto(context.Background(), appendString1(nil, sshfx.TypeClose, id, l.handle), nil, ls.ch); err != nil {
 			first = firstErr(first, err)
 			ls.lost = true
 			continue
@@ -308,4 +348,19 @@ func firstErr(first, err error) error {
 		return err
 	}
 	return first
+}
+
+// drainReady passes to take the values already waiting on ch, without waiting for
+// more, until none is ready or take returns false.
+func drainReady[T any](ch <-chan T, take func(T) bool) {
+	for {
+		select {
+		case v := <-ch:
+			if !take(v) {
+				return
+			}
+		default:
+			return
+		}
+	}
 }

@@ -38,9 +38,9 @@ func withStreamWrap(wrap func(io.Reader, io.WriteCloser) (io.Reader, io.WriteClo
 	}
 }
 
-// withLanesPerConn sets how many lanes share one SSH connection before the Client
-// dials another (WithDialer).
-func withLanesPerConn(n int) Option {
+// withChannelsPerConn sets how many channels share one SSH connection before the
+// Client dials another (WithDialer).
+func withChannelsPerConn(n int) Option {
 	return func(o *options) error {
 		o.channelsPerConn = n
 		return nil

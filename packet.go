@@ -205,6 +205,12 @@ func expectStatus(op string, r *response) error {
 	return err
 }
 
+// status is the decoder (for conn.do, call.take) of a request whose only success
+// reply is STATUS OK: expectStatus for op.
+func status(op string) func(response) error {
+	return func(r response) error { return expectStatus(op, &r) }
+}
+
 // otherReply is the error for a reply that is not of type want. A STATUS is the
 // server's answer to this one request whatever its code, so it fails the request
 // only: OK becomes a *StatusError (nothing was returned where data was due), as does
@@ -229,6 +235,10 @@ func otherReply(op string, r *response, want sshfx.PacketType) error {
 func unexpectedStatus(code StatusCode, op string) *StatusError {
 	return &StatusError{Code: code, Message: "unexpected " + code.String() + " status in reply to " + op}
 }
+
+// packetSlack is the room a data buffer keeps beyond its payload for the header of
+// a WRITE or DATA packet (type, id, handle up to 256 bytes, offset, lengths).
+const packetSlack = 1024
 
 // maxHandleLen is the longest handle the drafts allow a server to send.
 const maxHandleLen = 256

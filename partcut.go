@@ -70,7 +70,6 @@ func (e *siblingEnd) settled() bool {
 // Otherwise the cut and the CLOSE go out back to back. The cut is best effort: a
 // server that refuses it leaves the part as it is. The error is the CLOSE's.
 func cutAndClose(f *File, size int64) error {
-	defer f.cancel()
 	bg := context.Background()
 	cut := unshared(func(id uint32) []byte {
 		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, f.handle, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: uint64(size)})
@@ -84,14 +83,11 @@ func cutAndClose(f *File, size int64) error {
 			})}
 		}
 	}
-	reqs, cls, err := f.sendThenClose(bg, bg, encs)
-	collect(bg, f.cn, reqs, func(_ int, r response, werr error) {
-		if werr == nil {
-			f.cn.check(expectStatus("FSETSTAT", &r))
-			r.release()
-		}
-	})
-	if cerr := closeReply(bg, f, cls); cerr != nil || err != nil {
+	calls, cls, err := f.sendThenClose(bg, encs)
+	for _, cl := range calls {
+		cl.take(bg, status("FSETSTAT")) // best effort; a malformed reply fails the channel
+	}
+	if cerr := cls.take(bg, status("CLOSE")); cerr != nil || err != nil {
 		return f.err("close", firstErr(cerr, err))
 	}
 	return nil
@@ -101,24 +97,13 @@ func cutAndClose(f *File, size int64) error {
 // OK. f is not closed yet, and nothing else sends on its handle: its upload is over.
 func cutFirst(f *File, cut encoder) bool {
 	bg := context.Background()
-	id := f.cn.newID()
-	pkt, _ := cut(id)
-	err := errFileClosed
-	var req pendingReq
-	f.hmu.RLock() // as sendRef: never after the handle's CLOSE
-	if !f.closed {
-		req, err = sendReq(bg, f.cn, id, pkt)
+	pkt, _ := cut(f.cn.newID())
+	if f.enter(nil) != nil {
+		return false // closed: never after the handle's CLOSE
 	}
+	cl := f.cn.start(bg, pkt, nil)
 	f.hmu.RUnlock()
-	if err != nil {
-		return false
-	}
-	r, err := waitReq(bg, f.cn, req)
-	if err != nil {
-		return false
-	}
-	defer r.release()
-	return f.cn.check(expectStatus("FSETSTAT", &r)) == nil
+	return cl.take(bg, status("FSETSTAT")) == nil
 }
 
 // closeCutting is finishPut's closeFile for an upload whose handle f is still open:

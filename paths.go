@@ -51,38 +51,33 @@ func (c *Client) stat(ctx context.Context, op string, t sshfx.PacketType, name s
 	return newFileInfo(baseName(name), &a, 0), nil
 }
 
-// attrsCall sends a request answered by ATTRS (STAT, LSTAT, FSTAT).
-func (c *Client) attrsCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (sshfx.Attrs, error) {
-	r, err := c.main.roundTripBuf(ctx, enc)
-	if err != nil {
-		return sshfx.Attrs{}, err
-	}
-	defer r.release()
-	a, err := decodeAttrs(op, &r)
-	return a, c.main.check(err)
+// attrsCall is a round trip on the main channel answered by ATTRS (STAT, LSTAT,
+// FSTAT).
+func (c *Client) attrsCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (a sshfx.Attrs, err error) {
+	err = c.main.do(ctx, enc, func(r response) (err error) {
+		a, err = decodeAttrs(op, &r)
+		return err
+	})
+	return a, err
 }
 
-// nameCall sends a request answered by a NAME with one entry (REALPATH, READLINK,
-// expand-path, home-directory).
-func (c *Client) nameCall(ctx context.Context, op string, enc func(id uint32) []byte) (string, error) {
-	r, err := c.main.roundTrip(ctx, enc)
-	if err != nil {
-		return "", err
-	}
-	defer r.release()
-	s, err := decodeOneName(op, &r)
-	return s, c.main.check(err)
+// nameCall is a round trip on the main channel answered by a NAME with one entry
+// (REALPATH, READLINK, expand-path, home-directory).
+func (c *Client) nameCall(ctx context.Context, op string, enc func(dst []byte, id uint32) []byte) (s string, err error) {
+	err = c.main.do(ctx, enc, func(r response) (err error) {
+		s, err = decodeOneName(op, &r)
+		return err
+	})
+	return s, err
 }
 
-// openHandle sends OPEN or OPENDIR and returns the handle.
-func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(id uint32) []byte) (string, error) {
-	r, err := cn.roundTrip(ctx, enc)
-	if err != nil {
-		return "", err
-	}
-	defer r.release()
-	h, err := decodeHandle(op, &r)
-	return h, cn.check(err)
+// openHandle sends OPEN or OPENDIR on cn and returns the handle.
+func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(dst []byte, id uint32) []byte) (h string, err error) {
+	err = cn.do(ctx, enc, func(r response) (err error) {
+		h, err = decodeHandle(op, &r)
+		return err
+	})
+	return h, err
 }
 
 // Mkdir creates a directory with perm (before the server's umask). When name exists
@@ -91,9 +86,9 @@ func (c *Client) openHandle(ctx context.Context, cn *conn, op string, enc func(i
 // the server's *StatusError.
 func (c *Client) Mkdir(ctx context.Context, name string, perm fs.FileMode) error {
 	a := sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
-	err := c.statusCall(ctx, "MKDIR", func(id uint32) []byte {
-		return appendStringAttrs(nil, sshfx.TypeMkdir, id, name, &a)
-	})
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendStringAttrs(dst, sshfx.TypeMkdir, id, name, &a)
+	}, status("MKDIR"))
 	return pathErr("mkdir", name, c.existError(ctx, name, err))
 }
 
@@ -135,9 +130,9 @@ func (c *Client) MkdirAll(ctx context.Context, name string, perm fs.FileMode) er
 // some servers' RMDIR removes everything below (removedir.go). A directory that
 // cannot be listed is not removed.
 func (c *Client) Remove(ctx context.Context, name string) error {
-	err := c.statusCall(ctx, "REMOVE", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRemove, id, name)
-	})
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeRemove, id, name)
+	}, status("REMOVE"))
 	if err == nil || errors.Is(err, fs.ErrNotExist) || c.main.failed() != nil {
 		return pathErr("remove", name, err)
 	}
@@ -149,9 +144,9 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 // rmdir removes the directory name. A FAILURE on a directory that still has entries
 // comes back matching syscall.ENOTEMPTY, after a look at its first page of entries.
 func (c *Client) rmdir(ctx context.Context, name string) error {
-	err := c.statusCall(ctx, "RMDIR", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeRmdir, id, name)
-	})
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeRmdir, id, name)
+	}, status("RMDIR"))
 	if isBareFailure(err) && c.hasEntries(ctx, name) {
 		err = fmt.Errorf("%w (%w)", syscall.ENOTEMPTY, err)
 	}
@@ -220,22 +215,22 @@ func (c *Client) RemoveAll(ctx context.Context, name string) error {
 func (c *Client) Rename(ctx context.Context, oldname, newname string) error {
 	var err error
 	if c.hasExt(extPosixRename) {
-		err = c.statusCall(ctx, extPosixRename, func(id uint32) []byte {
-			return appendExtended(nil, id, extPosixRename, oldname, newname)
-		})
+		err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
+			return appendExtended(dst, id, extPosixRename, oldname, newname)
+		}, status(extPosixRename))
 	} else {
-		err = c.statusCall(ctx, "RENAME", func(id uint32) []byte {
-			return appendString2(nil, sshfx.TypeRename, id, oldname, newname)
-		})
+		err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
+			return appendString2(dst, sshfx.TypeRename, id, oldname, newname)
+		}, status("RENAME"))
 	}
 	return linkErr("rename", oldname, newname, err)
 }
 
 // setstat sends SETSTAT for name with a.
 func (c *Client) setstat(ctx context.Context, op, name string, a *sshfx.Attrs) error {
-	return pathErr(op, name, c.statusCall(ctx, "SETSTAT", func(id uint32) []byte {
-		return appendStringAttrs(nil, sshfx.TypeSetstat, id, name, a)
-	}))
+	return pathErr(op, name, c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendStringAttrs(dst, sshfx.TypeSetstat, id, name, a)
+	}, status("SETSTAT")))
 }
 
 // Chmod changes the mode of the named file (permissions, setuid, setgid, sticky).
@@ -294,8 +289,8 @@ func (c *Client) Truncate(ctx context.Context, name string, size int64) error {
 
 // Readlink returns the target of the named symbolic link.
 func (c *Client) Readlink(ctx context.Context, name string) (string, error) {
-	s, err := c.nameCall(ctx, "READLINK", func(id uint32) []byte {
-		return appendString1(nil, sshfx.TypeReadlink, id, name)
+	s, err := c.nameCall(ctx, "READLINK", func(dst []byte, id uint32) []byte {
+		return appendString1(dst, sshfx.TypeReadlink, id, name)
 	})
 	return s, pathErr("readlink", name, err)
 }
@@ -310,9 +305,9 @@ func (c *Client) Symlink(ctx context.Context, oldname, newname string) error {
 	if c.exts[extSymlinkOrder] == "linkpath-targetpath" || c.draftSymlink {
 		first, second = newname, oldname
 	}
-	return linkErr("symlink", oldname, newname, c.statusCall(ctx, "SYMLINK", func(id uint32) []byte {
-		return appendString2(nil, sshfx.TypeSymlink, id, first, second)
-	}))
+	return linkErr("symlink", oldname, newname, c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendString2(dst, sshfx.TypeSymlink, id, first, second)
+	}, status("SYMLINK")))
 }
 
 // asyncsshDraftSymlink reports whether an SSH server, known by the version strings of
@@ -332,9 +327,9 @@ func (c *Client) Link(ctx context.Context, oldname, newname string) error {
 	if !c.hasExt(extHardlink) {
 		return linkErr("link", oldname, newname, errUnsupportedExt(extHardlink))
 	}
-	return linkErr("link", oldname, newname, c.statusCall(ctx, extHardlink, func(id uint32) []byte {
-		return appendExtended(nil, id, extHardlink, oldname, newname)
-	}))
+	return linkErr("link", oldname, newname, c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extHardlink, oldname, newname)
+	}, status(extHardlink)))
 }
 
 // RealPath returns the canonical absolute form of name. A leading "~" or "~user" is
@@ -344,12 +339,12 @@ func (c *Client) RealPath(ctx context.Context, name string) (string, error) {
 	var s string
 	var err error
 	if strings.HasPrefix(name, "~") && c.hasExt(extExpandPath) {
-		s, err = c.nameCall(ctx, extExpandPath, func(id uint32) []byte {
-			return appendExtended(nil, id, extExpandPath, name)
+		s, err = c.nameCall(ctx, extExpandPath, func(dst []byte, id uint32) []byte {
+			return appendExtended(dst, id, extExpandPath, name)
 		})
 	} else {
-		s, err = c.nameCall(ctx, "REALPATH", func(id uint32) []byte {
-			return appendString1(nil, sshfx.TypeRealpath, id, name)
+		s, err = c.nameCall(ctx, "REALPATH", func(dst []byte, id uint32) []byte {
+			return appendString1(dst, sshfx.TypeRealpath, id, name)
 		})
 	}
 	return s, pathErr("realpath", name, err)
@@ -363,8 +358,8 @@ func (c *Client) Getwd(ctx context.Context) (string, error) { return c.RealPath(
 // starts sessions there).
 func (c *Client) HomeDir(ctx context.Context) (string, error) {
 	if c.hasExt(extHomeDirectory) {
-		s, err := c.nameCall(ctx, extHomeDirectory, func(id uint32) []byte {
-			return appendExtended(nil, id, extHomeDirectory, "")
+		s, err := c.nameCall(ctx, extHomeDirectory, func(dst []byte, id uint32) []byte {
+			return appendExtended(dst, id, extHomeDirectory, "")
 		})
 		// The empty name means "the current user", but some OpenSSH releases (9.2
 		// among them) look it up with getpwnam("") and answer FAILURE. The other ways
@@ -386,13 +381,17 @@ func (c *Client) StatVFS(ctx context.Context, name string) (*StatVFS, error) {
 	if !c.hasExt(extStatVFS) {
 		return nil, pathErr("statvfs", name, errUnsupportedExt(extStatVFS))
 	}
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte { return appendExtended(nil, id, extStatVFS, name) })
+	var s *StatVFS
+	err := c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extStatVFS, name)
+	}, func(r response) (err error) {
+		s, err = decodeStatVFS(&r)
+		return err
+	})
 	if err != nil {
 		return nil, pathErr("statvfs", name, err)
 	}
-	defer r.release()
-	s, err := decodeStatVFS(&r)
-	return s, pathErr("statvfs", name, c.main.check(err))
+	return s, nil
 }
 
 // Lchmod-like operations on the link itself: lsetstat@openssh.com changes a symlink's
@@ -407,7 +406,7 @@ func (c *Client) Lchtimes(ctx context.Context, name string, atime, mtime time.Ti
 	if err != nil {
 		return pathErr("lchtimes", name, err)
 	}
-	return pathErr("lchtimes", name, c.statusCall(ctx, extLsetstat, func(id uint32) []byte {
-		return appendLsetstat(nil, id, name, a)
-	}))
+	return pathErr("lchtimes", name, c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendLsetstat(dst, id, name, a)
+	}, status(extLsetstat)))
 }

@@ -144,24 +144,22 @@ func (t *getPutCall) putStream(ctx context.Context, src *streamSource, dst strin
 			return 0, err
 		}
 	}
-	stop := watch(ctx, f)
 	p := t.rep.startAfter("", dst, off, src.size, restart)
 	defer func() { p.end(ctx, err) }()
 	var chk *fileCheck
-	if chk, err = t.startCheck(ctx, src.prefix(), off); err == nil && ctx.Err() == nil { // as in getFile
+	if chk, err = t.startCheck(ctx, src.prefix(), off); err == nil {
+		err = ctxError(ctx, "") // as in putFile
+	}
+	if err == nil {
 		var head []byte
 		var small bool
 		if head, small, err = t.streamHead(src, off); small {
-			stop()
 			chk.hashData(head[dataOff:])
 			return int64(len(head) - dataOff), t.putSmall(ctx, f, part, dst, head, nil, p, chk) // closes f
 		} else if err == nil {
 			err = t.sendStream(ctx, f, src, head, off, p, &n, chk)
 		}
-	} else if err == nil {
-		err = ctx.Err()
 	}
-	stop()
 	acked := t.keepable(off + n)
 	return off + n, t.finishPut(ctx, f, part, dst, err, acked, t.closing(f, acked), chk)
 }
@@ -214,7 +212,7 @@ func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource,
 		f.onAcked = p.add
 	}
 	var err error
-	if *n, err = f.ReadFrom(chk.reader(r)); err != nil {
+	if *n, err = f.readFrom(ctx, chk.reader(r)); err != nil {
 		return err
 	}
 	if err := chk.moved(off + *n); err != nil {
@@ -224,7 +222,7 @@ func (t *getPutCall) sendStream(ctx context.Context, f *File, src *streamSource,
 		return err
 	}
 	if t.o.fsync {
-		return f.Sync()
+		return f.sync(ctx)
 	}
 	return nil
 }

@@ -56,6 +56,10 @@ import (
 // is consumed or written, before the exception can apply again: so what a slow
 // writer or a missing reply can hold is at most win+1 buffers.
 
+// writeAtWorkers is how many goroutines write an io.WriterAt: enough to keep writing
+// while one is in a system call.
+const writeAtWorkers = 2
+
 // writtenPiece is a writer's report that it is done with the segment at off: n of its
 // bytes reached w.
 type writtenPiece struct {
@@ -66,12 +70,12 @@ type writtenPiece struct {
 // readStream reads a file from an offset; see the window rule above.
 type readStream struct {
 	lanes
-	ctx   context.Context // every wait ends with it: the File's life, or the errgroup's
-	size  int             // bytes per READ; lowered when the server returns less than asked
-	next  int64           // offset of the next byte to yield
-	issue int64           // offset of the next READ to send
-	limit int64           // end of the range to read, or -1 for "to EOF"
-	win   int             // current window; grows by one per segment yielded, up to max
+	op    string // the entry point the errors of writeTo and writeAt name
+	size  int    // bytes per READ; lowered when the server returns less than asked
+	next  int64  // offset of the next byte to yield
+	issue int64  // offset of the next READ to send
+	limit int64  // end of the range to read, or -1 for "to EOF"
+	win   int    // current window; grows by one per segment yielded, up to max
 	max   int
 
 	reqs map[uint32]chunk
@@ -107,7 +111,7 @@ type readStream struct {
 // READ: its size keeps small files from being read far past their end and tells
 // whether to stripe, at no extra round trip; a server that refuses it just leaves the
 // hint unknown.
-func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
+func (f *File) newReadStream(ctx context.Context, off, limit int64, win int, stat bool) *readStream {
 	window := f.window()
 	size := f.c.readSize()
 	if limit >= 0 {
@@ -118,13 +122,12 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 		window = int(min(int64(window), (limit-off+int64(size)-1)/int64(size)+1))
 	}
 	s := &readStream{
-		lanes: f.newLanes(window, sshfx.FlagRead, false),
-		ctx:   f.ctx,
+		lanes: f.newLanes(ctx, window, sshfx.FlagRead, false),
 		size:  size, next: off, issue: off, limit: limit,
 		win: min(win, window), max: window,
 		reqs: make(map[uint32]chunk, window),
 		segs: make(map[int64]segment, window),
-		ends: newReadEnds(), hint: -1,
+		ends: newReadEnds(), hint: -1, op: "writeto",
 	}
 	if f.c.stripes() {
 		s.capped = true
@@ -132,7 +135,8 @@ func (f *File) newReadStream(off, limit int64, win int, stat bool) *readStream {
 	}
 	if stat {
 		id := f.cn.newID()
-		if err := f.send(f.ctx, f.cn, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), s.ch); err != nil {
+		s.pkt = appendString1(s.pkt[:0], sshfx.TypeFstat, id, f.handle) // copied: reused for READs
+		if err := f.startInto(ctx, f.cn, s.pkt, nil, s.ch); err != nil {
 			s.fail(off, err)
 		} else {
 			s.statID = id
@@ -270,7 +274,7 @@ func (s *readStream) send(req chunk) bool {
 		cn := req.lane.cn
 		id := cn.newID()
 		s.pkt = appendRead(s.pkt[:0], id, req.lane.handle, uint64(req.off), uint32(req.n))
-		err := s.f.send(s.ctx, cn, id, s.pkt, s.ch)
+		err := s.f.startInto(s.ctx, cn, s.pkt, nil, s.ch)
 		if err == nil {
 			req.lane.out++
 			s.reqs[id] = req
@@ -302,11 +306,7 @@ func (s *readStream) more() bool {
 	case <-s.parkedWake():
 		// A piece parked for hashing: the window rule's exception may apply now.
 	case <-s.ctx.Done():
-		err := context.Cause(s.ctx)
-		if s.f.ctx.Err() != nil {
-			err = errFileClosed
-		}
-		s.fail(s.next, err)
+		s.fail(s.next, ctxError(s.ctx, ""))
 		s.abandon()
 	}
 	return true
@@ -520,7 +520,7 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 			if err == io.EOF {
 				return total, nil
 			}
-			return total, s.f.err("writeto", err)
+			return total, s.f.err(s.op, err)
 		}
 		s.awaitEnd()
 		n, err := w.Write(s.cur.data)
@@ -542,7 +542,7 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 // wa's error bare.
 func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	start := s.next
-	g, gctx := errgroup.WithContext(s.f.ctx)
+	g, gctx := errgroup.WithContext(s.ctx)
 	s.ctx = gctx
 	s.out = make(chan segment, s.max+1)
 	s.written = make(chan writtenPiece, s.max+1)
@@ -578,7 +578,7 @@ func (s *readStream) writeAt(wa io.WriterAt, base int64) (int64, error) {
 	if err == io.EOF {
 		return n, nil
 	}
-	return n, s.f.err("writeto", err)
+	return n, s.f.err(s.op, err)
 }
 
 // writePieces is a writer of writeAt: it writes each piece it takes at its offset

@@ -57,7 +57,7 @@ func (c *Client) removeDir(ctx context.Context, name string, removeErr error) er
 	wg.Wait()
 	if d != nil {
 		// The CLOSE goes out without a wait, at the latest with the RMDIR.
-		defer func() { d.sendClose(ctx).forget() }()
+		defer closeUnwaited(ctx, d)
 	}
 	switch {
 	case lerr != nil || !fi.IsDir():
@@ -74,8 +74,15 @@ func (c *Client) removeDir(ctx context.Context, name string, removeErr error) er
 		// The REMOVE's own status is kept beside the reason, for errors.As.
 		return fmt.Errorf("%w (%w)", syscall.ENOTEMPTY, removeErr)
 	}
-	d.sendClose(ctx).forget()
+	closeUnwaited(ctx, d)
 	return c.rmdirAlone(ctx, name)
+}
+
+// closeUnwaited sends d's CLOSE and does not wait for its answer. Closing twice is
+// harmless: the second finds d closed and sends nothing.
+func closeUnwaited(ctx context.Context, d *Dir) {
+	cl, _ := d.sendClose(ctx)
+	cl.abandon()
 }
 
 // rmdirAlone sends RMDIR for name unless the server is one of phantom directories and
@@ -100,7 +107,7 @@ func (c *Client) listedEmpty(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer func() { d.sendClose(ctx).forget() }()
+	defer closeUnwaited(ctx, d)
 	streamDir(d)
 	page, err := d.ReadDirContext(ctx, 1)
 	switch {

@@ -156,14 +156,14 @@ func (ls *lanes) ask(n int) {
 
 // openSibling opens the file on cn and, once it is proven the File's, hands it to the
 // transfer as a lane. A sibling that cannot be opened or proven is not the transfer's
-// failure: it is closed and left out.
+// failure: it is left out, and its handle closed (turnAway).
 func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 	c := ls.f.c
 	if hook := c.opts.beforeSiblingOpen; hook != nil {
 		hook(ls.f.name)
 	}
-	h, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-		return appendOpen(nil, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
+	h, err := c.openHandle(ctx, cn, "open", func(dst []byte, id uint32) []byte {
+		return appendOpen(dst, id, ls.f.name, ls.pflags, &sshfx.Attrs{})
 	})
 	if err != nil {
 		c.noteSiblingRefused(ls.upload, err) // capabilities.go
@@ -173,7 +173,7 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 	if ls.upload {
 		a.proof.want()
 		if !proveWritten(ctx, c, l, a.proof) {
-			cn.closeLater(h)
+			ls.turnAway(l)
 			return
 		}
 		c.knownReadWrite.Store(true)
@@ -181,6 +181,17 @@ func (ls *lanes) openSibling(ctx context.Context, cn *conn, a laneAsk) {
 		return
 	}
 	ls.joinUnverified(ctx, l)
+}
+
+// turnAway closes the handle of a sibling the opener does not hand to the transfer,
+// waiting for the reply as finish waits for the siblings' (siblingBound): finish
+// waits for the opener, so the transfer returns with every handle it opened closed,
+// those turned away included. A sibling whose proof was cut short by the end of the
+// transfer is one of them.
+func (ls *lanes) turnAway(l *lane) {
+	bound, stop := ls.f.siblingBound()
+	defer stop()
+	l.cn.closeHandle(bound, l.handle)
 }
 
 // proveWritten reads the round's nonce through l's handle: true when it is there.
@@ -193,37 +204,40 @@ func proveWritten(ctx context.Context, c *Client, l *lane, p *roundProof) bool {
 	if !p.ok || !p.beginRead() {
 		return false
 	}
-	r, err := l.cn.roundTrip(ctx, func(id uint32) []byte {
-		return appendRead(nil, id, l.handle, uint64(p.off), nonceLen)
+	proven := false
+	err := l.cn.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendRead(dst, id, l.handle, uint64(p.off), nonceLen)
+	}, func(r response) error {
+		data, err := decodeData(&r)
+		proven = err == nil && bytes.Equal(data, p.nonce[:])
+		return err
 	})
 	// An abandoned READ (ctx: the transfer is over) was answered or will be before the
 	// CLOSE that follows on the channel; nothing of the transfer waits any more.
 	p.endRead()
 	if err != nil {
+		c.noteReadBackRefused(err) // capabilities.go: a STATUS refusing the READ
 		return false
 	}
-	defer r.release()
-	data, err := decodeData(&r)
-	if l.cn.check(err) != nil {
-		c.noteReadBackRefused(err) // capabilities.go
-		return false
-	}
-	return bytes.Equal(data, p.nonce[:])
+	return proven
 }
 
 // joinUnverified hands a download's sibling to the transfer before its FSTAT has
 // answered: the FSTAT is queued first, so on l's channel its reply comes before any
 // READ's, and the transfer waits for the verdict (admit) when the first of those does.
 func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
-	ch := make(chan response, 1)
-	id := l.cn.newID()
-	if err := l.cn.send(ctx, id, appendString1(nil, sshfx.TypeFstat, id, l.handle), ch); err != nil {
-		l.cn.closeLater(l.handle)
+	fstat := l.cn.start(ctx, appendString1(nil, sshfx.TypeFstat, l.cn.newID(), l.handle), nil)
+	if fstat.err != nil {
+		ls.turnAway(l)
 		return
 	}
 	l.verdict = make(chan struct{})
 	ls.joins <- l
-	a, err := ls.fstatReply(ctx, l.cn, id, ch)
+	var a sshfx.Attrs
+	err := fstat.take(ctx, func(r response) (err error) {
+		a, err = decodeAttrs("FSTAT", &r)
+		return err
+	})
 	if err == nil {
 		own, oerr := ls.ownAttrs(ctx)
 		l.proven = oerr == nil && sameFileAttrs(&own, &a)
@@ -231,27 +245,9 @@ func (ls *lanes) joinUnverified(ctx context.Context, l *lane) {
 	close(l.verdict)
 }
 
-// fstatReply waits for the reply to the FSTAT id and decodes it.
-func (ls *lanes) fstatReply(ctx context.Context, cn *conn, id uint32, ch chan response) (sshfx.Attrs, error) {
-	r, err := cn.wait(ctx, id, ch)
-	if err != nil {
-		return sshfx.Attrs{}, err
-	}
-	defer r.release()
-	a, err := decodeAttrs("FSTAT", &r)
-	return a, cn.check(err)
-}
-
 // ownAttrs is the FSTAT of the File's own handle, asked once per transfer.
 func (ls *lanes) ownAttrs(ctx context.Context) (sshfx.Attrs, error) {
-	ls.ownOnce.Do(func() {
-		f := ls.f
-		ch := make(chan response, 1)
-		id := f.cn.newID()
-		if ls.ownErr = f.send(ctx, f.cn, id, appendString1(nil, sshfx.TypeFstat, id, f.handle), ch); ls.ownErr == nil {
-			ls.own, ls.ownErr = ls.fstatReply(ctx, f.cn, id, ch)
-		}
-	})
+	ls.ownOnce.Do(func() { ls.own, ls.ownErr = ls.f.fstat(ctx) })
 	return ls.own, ls.ownErr
 }
 
@@ -337,7 +333,7 @@ func (ws *writeStream) armProof(c filledChunk) bool {
 		return false
 	}
 	id := own.cn.newID()
-	if err := ws.f.send(ws.ctx, own.cn, id, appendWrite(nil, id, own.handle, uint64(c.off), p.nonce[:]), ws.ch); err != nil {
+	if err := ws.f.startInto(ws.ctx, own.cn, appendWrite(nil, id, own.handle, uint64(c.off), p.nonce[:]), nil, ws.ch); err != nil {
 		p.settle(false)
 		return false
 	}

@@ -120,6 +120,30 @@ import (
 // over: a part of another version of the file is not continued. A marked one has its
 // mark taken off through the descriptor first, or is replaced too.
 
+// maxSpan (W) bounds how far out of order any transfer writes, summed over all its
+// lanes: no byte is written W or more past the transfer's contiguous prefix known
+// written (an upload's acknowledged prefix; a download's prefix its writers have
+// written to an io.WriterAt), whatever the window, the lanes or the order in which
+// servers carry out and answer the requests. So whatever stops a transfer, even a
+// killed process that cuts nothing, everything below size-W of what it leaves is
+// written, and Resume continues from there (the proof is below).
+//
+// It is one constant, not a function of WithMaxInflight, WithChannels or the request
+// size, because a later run relies on the bound an earlier one kept, whatever options
+// either used; for the same reason it may be raised in a later version, never lowered.
+// It costs no throughput: it is twice the largest striped window (windowBudget), so a
+// window can run a whole window's worth past a request that is late at the prefix. It
+// is also what a resumed transfer sends again at most, so it is not larger.
+const maxSpan = 64 << 20
+
+// span is W for this Client's transfers: maxSpan (tests lower it).
+func (c *Client) span() int64 {
+	if c.opts.span > 0 {
+		return c.opts.span
+	}
+	return maxSpan
+}
+
 // errResumeRDWR is why Resume starts over on a server that refuses to open a part
 // file READ|WRITE.
 var errResumeRDWR = errors.New("sftp: Resume opens the part file for reading and writing to check it before writing to it, and the server refused")
@@ -158,18 +182,16 @@ func (t *getPutCall) resumeRemotePart(ctx context.Context, part string, lf io.Re
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	stop := watch(ctx, f)
-	restart = provePart(f, remoteAttrsOf(pfi), lf, off)
+	restart = provePart(ctx, f, remoteAttrsOf(pfi), lf, off)
 	if restart == nil && markedRemote(remoteAttrsOf(pfi)) {
-		if err := unmarkRemote(f); err != nil {
+		if err := unmarkRemote(ctx, f); err != nil {
 			restart = fmt.Errorf("sftp: the part file's mark could not be taken off: %w", err)
 		}
 	}
-	stop()
-	if err := ctx.Err(); err != nil || restart != nil {
-		closeWithin(t.ctx, f)
+	if err := ctxError(ctx, ""); err != nil || restart != nil {
+		f.Close()
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("sftp: %w", err)
+			return nil, 0, nil, err
 		}
 		return nil, 0, t.dropPart(ctx, part, restart), nil
 	}
@@ -187,16 +209,17 @@ func (t *getPutCall) dropPart(ctx context.Context, part string, why error) error
 }
 
 // provePart returns nil when f, open on a part file, is the file whose LSTAT said
-// want and holds lf's bytes before off, the resume point; else why it is not proven.
-func provePart(f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) error {
-	got, err := f.fstat()
+// want and holds lf's bytes before off, the resume point, asking while ctx lasts;
+// else why it is not proven.
+func provePart(ctx context.Context, f *File, want *sshfx.Attrs, lf io.ReaderAt, off int64) error {
+	got, err := f.fstat(ctx)
 	switch {
 	case err != nil:
 		return fmt.Errorf("sftp: the part file's attributes could not be read through its handle: %w", err)
 	case !sameFileAttrs(want, &got):
 		return errors.New("sftp: the part file opened is not the one looked at (its attributes differ)")
 	}
-	err = compareBefore(f, lf, off, f.c.readSize())
+	err = compareBefore(f.readerAt(ctx), lf, off, f.c.readSize())
 	var se *StatusError
 	if errors.As(err, &se) && se.Code != StatusEOF {
 		f.c.facts.refuse(RefusedReadBack, se)
@@ -298,9 +321,7 @@ func (t *getPutCall) reopenLocalPart(ctx context.Context, f *File, part string, 
 	if err != nil {
 		return nil, 0, err
 	}
-	stop := watch(ctx, f)
-	same := sameBefore(f, lf, off, t.c.readSize())
-	stop()
+	same := sameBefore(f.readerAt(ctx), lf, off, t.c.readSize())
 	if err := ctxError(ctx, ""); err != nil {
 		lf.Close()
 		return nil, 0, err

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"time"
@@ -72,11 +73,11 @@ func unmarkedNow() uint32 {
 }
 
 // unmarkRemote takes the mark off f, a marked part about to be continued, and waits
-// for the answer: no WRITE of the run goes out before it. An error means the mark
-// may still be there, and the part must not be continued.
-func unmarkRemote(f *File) error {
+// for the answer while ctx lasts: no WRITE of the run goes out before it. An error
+// means the mark may still be there, and the part must not be continued.
+func unmarkRemote(ctx context.Context, f *File) error {
 	now := unmarkedNow()
-	return f.setstat(&sshfx.Attrs{Flags: sshfx.AttrACModTime, ATime: now, MTime: now})
+	return f.setstat(ctx, &sshfx.Attrs{Flags: sshfx.AttrACModTime, ATime: now, MTime: now})
 }
 
 // markLocalPart cuts lf, a download's part file whose writers have all ended, to

@@ -53,6 +53,17 @@ var errCopySame = fmt.Errorf("sftp: the source and the destination are the same 
 // size could not be set, and it may keep a tail of its old data.
 var errCopySize = errors.New("sftp: the server did not report the source's size, so the copy's size could not be set")
 
+// The ranges of a Copy.
+const (
+	// copyRange is the bytes one copy-data request asks the server to copy. The server
+	// copies a range without answering anything else on the channel (OpenSSH serves one
+	// request at a time), so a range is kept to a size it copies in well under a
+	// second, and copyFlight of them are kept in flight so the server never waits for
+	// the next.
+	copyRange  = 64 << 20
+	copyFlight = 4
+)
+
 // copyData copies src to dst in ranges of span bytes.
 //
 // dst is not truncated when it is opened: when it is src under another name, that
@@ -61,15 +72,15 @@ var errCopySize = errors.New("sftp: the server did not report the source's size,
 // FSTAT of src after the last range.
 func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (err error) {
 	cn := c.main
-	rh, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-		return appendOpen(nil, id, src, sshfx.FlagRead, &sshfx.Attrs{})
+	rh, err := c.openHandle(ctx, cn, "open", func(b []byte, id uint32) []byte {
+		return appendOpen(b, id, src, sshfx.FlagRead, &sshfx.Attrs{})
 	})
 	if err != nil {
 		return err
 	}
-	defer c.closeBoth(ctx, cn, rh, &err)
+	defer func() { err = firstErr(err, cn.closeHandle(ctx, rh)) }()
 	fstat := func() (sshfx.Attrs, error) {
-		return c.attrsCall(ctx, "FSTAT", func(dst []byte, id uint32) []byte { return appendString1(dst, sshfx.TypeFstat, id, rh) })
+		return c.attrsCall(ctx, "FSTAT", func(b []byte, id uint32) []byte { return appendString1(b, sshfx.TypeFstat, id, rh) })
 	}
 	a, err := fstat()
 	if err != nil {
@@ -83,13 +94,13 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 		perm = fs.FileMode(a.Permissions & 0o777)
 	}
 	pf, _ := openFlags(os.O_WRONLY | os.O_CREATE)
-	wh, err := c.openHandle(ctx, cn, "open", func(id uint32) []byte {
-		return appendOpen(nil, id, dst, pf, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)})
+	wh, err := c.openHandle(ctx, cn, "open", func(b []byte, id uint32) []byte {
+		return appendOpen(b, id, dst, pf, &sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)})
 	})
 	if err != nil {
 		return err
 	}
-	defer c.closeBoth(ctx, cn, wh, &err)
+	defer func() { err = firstErr(err, cn.closeHandle(ctx, wh)) }()
 
 	if err := c.copyRanges(ctx, cn, rh, wh, a, span); err != nil {
 		return err
@@ -100,14 +111,9 @@ func (c *Client) copyData(ctx context.Context, src, dst string, span uint64) (er
 	if !a.Has(sshfx.AttrSize) {
 		return errCopySize
 	}
-	r, err := cn.roundTrip(ctx, func(id uint32) []byte {
-		return appendStringAttrs(nil, sshfx.TypeFsetstat, id, wh, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: a.Size})
-	})
-	if err != nil {
-		return err
-	}
-	defer r.release()
-	return cn.check(expectStatus("FSETSTAT", &r))
+	return cn.do(ctx, func(b []byte, id uint32) []byte {
+		return appendStringAttrs(b, sshfx.TypeFsetstat, id, wh, &sshfx.Attrs{Flags: sshfx.AttrSize, Size: a.Size})
+	}, status("FSETSTAT"))
 }
 
 // copyRanges copies rh to wh: whole ranges of span bytes for the size a (src's FSTAT)
@@ -139,19 +145,18 @@ func (c *Client) copyRanges(ctx context.Context, cn *conn, rh, wh string, a sshf
 			break
 		}
 	}
-	return ctxDone(ctx, g.Wait())
+	// Ranges not started are not done: a copy ctx cut short fails even when every
+	// range it started succeeded.
+	return firstErr(g.Wait(), ctxError(ctx, ""))
 }
 
 // copyRange asks the server to copy n bytes (0: to end of file) at off from rh to wh.
 // eof reports a range that met end of file early: the file is shorter than its size
 // said, and the copy ends there.
 func (c *Client) copyRange(ctx context.Context, cn *conn, rh, wh string, off, n uint64) (eof bool, err error) {
-	r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendCopyData(nil, id, rh, off, n, wh, off) })
-	if err != nil {
-		return false, err
-	}
-	defer r.release()
-	err = cn.check(expectStatus(extCopyData, &r))
+	err = cn.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendCopyData(dst, id, rh, off, n, wh, off)
+	}, status(extCopyData))
 	if se := (*StatusError)(nil); errors.As(err, &se) && se.Code == StatusEOF {
 		return true, nil
 	}
@@ -188,26 +193,27 @@ func (c *Client) UserGroupNames(ctx context.Context, uids, gids []uint32) (users
 		}
 		return string(b)
 	}
-	r, err := c.main.roundTrip(ctx, func(id uint32) []byte {
-		return appendExtended(nil, id, extUsersGroups, pack(uids), pack(gids))
+	err = c.main.do(ctx, func(dst []byte, id uint32) []byte {
+		return appendExtended(dst, id, extUsersGroups, pack(uids), pack(gids))
+	}, func(r response) error {
+		d, err := decodeExtendedReply(extUsersGroups, &r)
+		if err != nil {
+			return err
+		}
+		u, g := d.String(), d.String()
+		if err := d.Done(); err != nil {
+			return &ProtocolError{Op: extUsersGroups, Reason: err}
+		}
+		if users, err = unpackNames(u, len(uids)); err == nil {
+			groups, err = unpackNames(g, len(gids))
+		}
+		if err != nil {
+			return &ProtocolError{Op: extUsersGroups, Reason: err}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
-	}
-	defer r.release()
-	d, err := decodeExtendedReply(extUsersGroups, &r)
-	if err != nil {
-		return nil, nil, c.main.check(err)
-	}
-	u, g := d.String(), d.String()
-	if err := d.Done(); err != nil {
-		return nil, nil, c.main.check(&ProtocolError{Op: extUsersGroups, Reason: err})
-	}
-	if users, err = unpackNames(u, len(uids)); err == nil {
-		groups, err = unpackNames(g, len(gids))
-	}
-	if err != nil {
-		return nil, nil, c.main.check(&ProtocolError{Op: extUsersGroups, Reason: err})
 	}
 	return users, groups, nil
 }

@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -144,9 +145,9 @@ func (c *Client) claimLargeWrite() bool {
 // at off as one WRITE, the first of that size, and settles the Client's size by its
 // answer: taken reports that the server wrote it. A STATUS refusing it is not the
 // caller's failure (the bytes go again in smaller WRITEs); anything else is.
-func (f *File) tryLargeWrite(op string, p []byte, off int64) (taken bool, err error) {
+func (f *File) tryLargeWrite(ctx context.Context, op string, p []byte, off int64) (taken bool, err error) {
 	c := f.c
-	_, err = f.writeOne(op, p, off)
+	_, err = f.writeOne(ctx, op, p, off)
 	var se *StatusError
 	switch {
 	case err == nil:
@@ -164,12 +165,12 @@ func (f *File) tryLargeWrite(op string, p []byte, off int64) (taken bool, err er
 // largeWriteAt is writeAt's first step: when the Client's large WRITEs are untried and
 // p holds more than the negotiated size, its first WithLargeWrites' bytes go in one
 // WRITE (tryLargeWrite). It returns how many bytes of p are written (0 or that many).
-func (f *File) largeWriteAt(op string, p []byte, off int64) (int, error) {
+func (f *File) largeWriteAt(ctx context.Context, op string, p []byte, off int64) (int, error) {
 	if len(p) <= f.c.limits.MaxWrite || !f.c.claimLargeWrite() {
 		return 0, nil
 	}
 	k := min(len(p), f.c.large.size)
-	taken, err := f.tryLargeWrite(op, p[:k], off)
+	taken, err := f.tryLargeWrite(ctx, op, p[:k], off)
 	if !taken {
 		return 0, err
 	}
@@ -180,7 +181,7 @@ func (f *File) largeWriteAt(op string, p []byte, off int64) (int, error) {
 // WithLargeWrites' bytes are read and written in one WRITE at off. It returns the
 // source to go on with (what was read and not written put back in front of it, or
 // for a sized io.ReaderAt, src moved past what was written) and the bytes written.
-func (f *File) largeReadFrom(src io.Reader, off int64) (io.Reader, int64, error) {
+func (f *File) largeReadFrom(ctx context.Context, src io.Reader, off int64) (io.Reader, int64, error) {
 	c := f.c
 	if !c.claimLargeWrite() {
 		return src, 0, nil
@@ -203,7 +204,7 @@ func (f *File) largeReadFrom(src io.Reader, off int64) (io.Reader, int64, error)
 		c.large.state.Store(largeUntried) // too little to try it with
 		return putBack(src, head, sized), 0, nil
 	}
-	taken, err := f.tryLargeWrite("readfrom", head, off)
+	taken, err := f.tryLargeWrite(ctx, "readfrom", head, off)
 	switch {
 	case err != nil:
 		return src, 0, err

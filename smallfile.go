@@ -25,6 +25,16 @@ import (
 // Such files are limited by requests in flight, not by any window, so a tree keeps
 // more of them in flight than of large files (smallParallel).
 
+// defaultSmallParallel is how many small files a tree keeps in flight when the caller
+// did not choose Parallel. A tree of a few hundred small files then goes in one wave
+// of round trips rather than two or three; smallBudget keeps the memory they hold to
+// what 128 files of one full READ or WRITE each would.
+const defaultSmallParallel = 512
+
+// smallBudget bounds the bytes the small files in flight hold at once (each is
+// charged smallCost), whatever their number.
+const smallBudget = 32 << 20
+
 // smallCost is what one small file in flight is charged against smallBudget: its
 // data, what its probe may bring (smallProbe), and room for its requests and their
 // small replies. That is what it holds: a download's data goes to its destination as
@@ -58,16 +68,15 @@ func (t *getPutCall) smallPut(size int64) bool {
 // turns out longer than one READ shows (it grew since the listing, or the server
 // returned less than asked) is read on from there with a new handle, by the engine.
 func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.File, size int64, p *fileProgress, chk *fileCheck) (int64, error) {
-	defer f.cancel()
 	if err := ctxError(ctx, ""); err != nil {
-		closeWithin(t.ctx, f)
+		f.Close()
 		return 0, err
 	}
 	var w io.Writer = lf
 	if p != nil {
 		w = &progressFile{f: lf, p: p}
 	}
-	n, rest, ends, err := t.receiveSmall(ctx, f, size, chk.writer(w))
+	n, rest, ends, err := f.receiveSmall(ctx, size, chk.writer(w))
 	if err != nil || !rest {
 		return n, err
 	}
@@ -75,13 +84,8 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	if err != nil {
 		return n, err
 	}
-	stop := watch(ctx, g)
-	var m int64
-	if err = ctx.Err(); err == nil {
-		m, err = receive(g, lf, n, p, chk)
-	}
-	stop()
-	closeWithin(t.ctx, g)
+	m, err := receive(ctx, g, lf, n, p, chk)
+	g.Close()
 	ends.sawData(n, m)
 	n += m
 	if err == nil {
@@ -98,25 +102,19 @@ func (t *getPutCall) getSmall(ctx context.Context, f *File, src string, lf *os.F
 	return n, err
 }
 
-// receiveSmall does getSmall's two round trips. rest reports that the file may go on
-// past n, the bytes written to w; ends is what the two READs said about the file's end.
-func (t *getPutCall) receiveSmall(ctx context.Context, f *File, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	return f.receiveSmall(ctx, t.ctx, size, w)
-}
-
 // receiveSmall reads f, a file of size bytes (as a listing or a STAT said: at most one
 // READ), and closes it, in one round trip: the READ of size bytes, a READ just past it
 // that should find EOF, and the CLOSE go out back to back, and their replies are then
-// matched by id. The requests go out while ctx lasts, the CLOSE while cctx (the call's
-// ctx) does. rest reports that the file may go on past n, the bytes written to w: it
+// matched by id. The requests go out while ctx lasts, and the CLOSE in any case
+// (sendThenClose). rest reports that the file may go on past n, the bytes written to w: it
 // turned out longer, or a READ came back short, or a server that reorders a handle's
 // requests closed it before a READ. The caller decides how to read on, on a new handle.
 // ends is what the READs said about the file's end, which whatever the caller reads
 // next must agree with (readEnds); a READ from 0 finding EOF while the one past it
 // found data is that contradiction already, and fails the read. Whatever the outcome,
 // n is what was written to w, from its start.
-func (f *File) receiveSmall(ctx, cctx context.Context, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
-	got, serr := f.sendSmallReads(ctx, cctx, size, w)
+func (f *File) receiveSmall(ctx context.Context, size int64, w io.Writer) (n int64, rest bool, ends readEnds, err error) {
+	got, serr := f.sendSmallReads(ctx, size, w)
 	rerr := got.err
 	if serr != nil && rerr == nil {
 		rerr = serr
@@ -173,7 +171,7 @@ func (g *smallReads) took(i int, d []byte, w io.Writer) {
 // sendSmallReads sends receiveSmall's requests and collects their replies, writing
 // the first READ's data to w as it comes. serr is the error of a request that could
 // not be sent.
-func (f *File) sendSmallReads(ctx, cctx context.Context, size int64, w io.Writer) (g smallReads, serr error) {
+func (f *File) sendSmallReads(ctx context.Context, size int64, w io.Writer) (g smallReads, serr error) {
 	cn := f.cn
 	wants := []uint32{uint32(size), smallProbe}
 	// Both READs are built in one buffer: the first has gone out when the second is.
@@ -187,8 +185,9 @@ func (f *File) sendSmallReads(ctx, cctx context.Context, size int64, w io.Writer
 		// The probe alone: it reads from 0.
 		wants, encs, reads = wants[1:], encs[1:], reads[1:]
 	}
-	reqs, cls, serr := f.sendThenClose(ctx, cctx, encs)
-	collect(ctx, cn, reqs, func(i int, r response, err error) {
+	calls, cls, serr := f.sendThenClose(ctx, encs)
+	for i, cl := range calls {
+		r, err := cl.wait(ctx)
 		if err == nil {
 			var d []byte
 			if d, err = smallData(&r, wants[i]); err == nil {
@@ -199,14 +198,14 @@ func (f *File) sendSmallReads(ctx, cctx context.Context, size int64, w io.Writer
 		if err != nil && g.err == nil {
 			g.err = cn.check(err)
 		}
-	})
+	}
 	// A read handle's CLOSE reports nothing that matters to the data (as in
 	// getFile), unless the reply itself is malformed, which fails the channel. It is
-	// waited for all the same (while cctx lasts): sent behind the READs, it is
-	// answered in their round trip by a server that runs a handle's requests in
-	// order, so the wait costs nothing there, and the handle is gone when the call
-	// returns, before any request the caller sends next, on any channel.
-	closeReply(cctx, f, cls)
+	// waited for all the same (bounded as every CLOSE of f: File.callCtx): sent behind
+	// the READs, it is answered in their round trip by a server that runs a handle's
+	// requests in order, so the wait costs nothing there, and the handle is gone when
+	// the call returns, before any request the caller sends next, on any channel.
+	cls.take(f.callCtx, status("CLOSE"))
 	return g, serr
 }
 
@@ -313,7 +312,6 @@ func readFramed(r io.Reader, max int) (framed []byte, small bool, err error) {
 // syncs it as asked, closes it and renames it to dst: everything before the rename in
 // one round trip.
 func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, framed []byte, fi fs.FileInfo, p *fileProgress, chk *fileCheck) error {
-	defer f.cancel()
 	type step struct {
 		op  string
 		enc func(id uint32) []byte
@@ -349,26 +347,22 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 	for i, s := range steps {
 		encs[i] = unshared(s.enc)
 	}
-	reqs, cls, err := f.sendThenClose(ctx, t.ctx, encs)
+	calls, cls, err := f.sendThenClose(ctx, encs)
 	var acked int64
-	collect(ctx, f.cn, reqs, func(i int, r response, werr error) {
-		if werr == nil {
-			werr = f.cn.check(expectStatus(steps[i].op, &r))
-			r.release()
-			if werr != nil {
-				werr = f.err(steps[i].op, werr)
-			}
-		}
+	for i, cl := range calls {
+		werr := cl.take(ctx, status(steps[i].op))
 		switch {
 		case werr == nil && steps[i].op == "write":
 			acked = int64(len(data))
 			p.add(int64(len(data)))
 		case werr != nil && err == nil:
-			err = werr
+			err = f.err(steps[i].op, werr)
 		}
-	})
-	return t.finishPut(ctx, f, part, dst, err, t.keepable(acked), func(bool) error { // no cut: the CLOSE is out
-		if cerr := closeReply(context.WithoutCancel(t.ctx), f, cls); cerr != nil {
+	}
+	return t.finishPut(ctx, f, part, dst, err, t.keepable(acked), func(bool) error {
+		// No cut: the CLOSE is out. It is taken in the background once the call's ctx
+		// has ended (finishPut).
+		if cerr := cls.take(context.Background(), status("CLOSE")); cerr != nil {
 			return f.err("close", cerr)
 		}
 		return nil
@@ -378,9 +372,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 // abortPut closes f, the part file of an upload that sent nothing, and removes it
 // (partcut.go).
 func (t *getPutCall) abortPut(f *File, part string) {
-	waitWithin(t.ctx, f.cn, func() error {
+	waitWithin(t.ctx, "", f.cn, func() (struct{}, error) {
 		cerr := cutAndClose(f, 0)
 		t.removeUnproven(context.WithoutCancel(t.ctx), part)
-		return cerr
-	})
+		return struct{}{}, cerr
+	}, nil)
 }

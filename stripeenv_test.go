@@ -134,9 +134,9 @@ func readyDataChannel(t *testing.T, c *Client) {
 // awaitDataChannel waits for the data channel the main channel rule is opening, if any.
 func awaitDataChannel(t *testing.T, c *Client) {
 	t.Helper()
-	c.ctl.mu.Lock()
-	opening := c.ctl.opening
-	c.ctl.mu.Unlock()
+	c.dataOpener.mu.Lock()
+	opening := c.dataOpener.opening
+	c.dataOpener.mu.Unlock()
 	if opening != nil {
 		within(t, func() { <-opening })
 	}
@@ -261,12 +261,10 @@ func roundTripLanes(c *Client) error {
 	defer cancel()
 	var first error
 	for _, cn := range c.chans.live()[1:] {
-		r, err := cn.roundTrip(ctx, func(id uint32) []byte { return appendString1(nil, sshfx.TypeStat, id, "/") })
-		if err != nil {
-			first = cmp.Or(first, err)
-			continue
-		}
-		r.release()
+		err := cn.do(ctx, func(dst []byte, id uint32) []byte {
+			return appendString1(dst, sshfx.TypeStat, id, "/")
+		}, func(response) error { return nil })
+		first = cmp.Or(first, err)
 	}
 	return first
 }

@@ -101,6 +101,31 @@ type treeSide interface {
 	finish(ctx context.Context, d *treeDir) error
 }
 
+// A tree transfer holds the frontier of its walk, never the whole tree: these
+// bound its parts by count, so that an honest tree stays far below the call's memory
+// limit (WithMemoryLimit), which every part is charged to as well.
+const (
+	// treePendingDirs is how many subdirectories a directory's walker keeps before it
+	// walks them: past it the walker goes down into them and comes back to the rest
+	// of the listing after, so a directory of a million subdirectories is never held
+	// whole.
+	treePendingDirs = 64
+	// treePageEntries bounds the entries taken from one READDIR page at a time (a
+	// page is one reply, 100 names on OpenSSH); localPageEntries is the local
+	// equivalent, one ReadDir(n) of a local directory.
+	treePageEntries  = 1 << 10
+	localPageEntries = 256
+	// treeRepliesAhead is how many replies a tree's collectors wait for in order
+	// (MKDIRs of new directories, CLOSEs of listed ones) while the walk goes on:
+	// past it the walk waits. OpenSSH carries out a channel's requests in order, so
+	// a new tree's directories are made in one round trip per this many.
+	treeRepliesAhead = 256
+	// maxTreeDepth is how many directory levels a tree transfer descends, its root
+	// being the first, as OpenSSH's client: a server can serve a directory that
+	// contains itself forever.
+	maxTreeDepth = 64
+)
+
 // errParentFailed ends the work below a directory that could not be made: that
 // failure was recorded, these are not.
 var errParentFailed = errors.New("sftp: the parent directory could not be made")

@@ -165,8 +165,9 @@ func (g *getSide) list(ctx context.Context, d *treeDir, emit func(treeEntry) err
 		dir.close(t.ctx)
 		return err
 	}
-	cs := dir.sendClose(t.ctx)
-	g.closes.add(func() { g.r.fail(d.src, cs.wait(t.ctx)) })
+	name := dir.name
+	cl, _ := dir.sendClose(t.ctx)
+	g.closes.add(func() { g.r.fail(d.src, pathErr("close", name, cl.take(t.ctx, status("CLOSE")))) })
 	return nil
 }
 

@@ -207,18 +207,14 @@ func (p *putSide) sendMkdir(d *treeDir, perm fs.FileMode) {
 	t := p.t
 	cn := t.c.main
 	a := sshfx.Attrs{Flags: sshfx.AttrPermissions, Permissions: toUnixPerm(perm)}
-	req := pendingReq{id: cn.newID(), ch: make(chan response, 1)}
-	if err := cn.send(t.ctx, req.id, appendStringAttrs(nil, sshfx.TypeMkdir, req.id, d.dst, &a), req.ch); err != nil {
-		p.r.fail(d.src, err)
+	mkdir := cn.start(t.ctx, appendStringAttrs(nil, sshfx.TypeMkdir, cn.newID(), d.dst, &a), nil)
+	if mkdir.err != nil {
+		p.r.fail(d.src, mkdir.err)
 		p.resolve(d, errParentFailed)
 		return
 	}
 	p.mkdirs.add(func() {
-		resp, err := cn.wait(t.ctx, req.id, req.ch)
-		if err == nil {
-			err = cn.check(expectStatus("MKDIR", &resp))
-			resp.release()
-		}
+		err := mkdir.take(t.ctx, status("MKDIR"))
 		var se *StatusError
 		if errors.As(err, &se) {
 			p.r.bg.Go(func() { p.remake(d, perm) })
@@ -373,9 +369,9 @@ func (p *putSide) finish(ctx context.Context, d *treeDir) error {
 	}
 	c := p.t.c
 	if c.hasExt(extLsetstat) {
-		return pathErr("lsetstat", d.dst, c.statusCall(ctx, extLsetstat, func(id uint32) []byte {
-			return appendLsetstat(nil, id, d.dst, a)
-		}))
+		return pathErr("lsetstat", d.dst, c.main.do(ctx, func(dst []byte, id uint32) []byte {
+			return appendLsetstat(dst, id, d.dst, a)
+		}, status(extLsetstat)))
 	}
 	fi, err := c.Lstat(ctx, d.dst)
 	switch {

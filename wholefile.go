@@ -42,7 +42,7 @@ func (c *Client) ReadFile(ctx context.Context, name string) ([]byte, error) {
 		err = readWhole(ctx, f, &buf)
 	}
 	if err != nil {
-		return nil, stoppedPath(ctx, "read", name, err)
+		return nil, err
 	}
 	if buf.Len() == 0 {
 		return []byte{}, nil // non-nil, as from os.ReadFile
@@ -61,12 +61,7 @@ var errReadAgain = errors.New("sftp: the file changed while it was read")
 // join the start of one file to the end of another, one that replaced it meanwhile:
 // one handle's view is what a whole-file read must return.
 func readOneRound(ctx context.Context, f *File, size int64, buf *bytes.Buffer) error {
-	defer f.cancel()
-	if err := ctxError(ctx, ""); err != nil {
-		closeWithin(ctx, f)
-		return f.err("read", err)
-	}
-	_, rest, _, err := f.receiveSmall(ctx, ctx, size, buf)
+	_, rest, _, err := f.receiveSmall(ctx, size, buf)
 	switch {
 	case err != nil:
 		return err
@@ -82,17 +77,16 @@ func (c *Client) readAgain(ctx context.Context, name string, buf *bytes.Buffer) 
 	if err != nil {
 		return err
 	}
+	f.callCtx = ctx
 	return readWhole(ctx, f, buf)
 }
 
 // readWhole reads f from its start to EOF into buf with the transfer engine, and
 // closes it.
 func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
-	stop := context.AfterFunc(ctx, f.cancel)
-	_, err := f.WriteTo(buf)
-	stop()
+	_, err := f.writeTo(ctx, "read", buf)
 	// As in os.ReadFile, a failed close does not spoil data read whole.
-	closeWithin(ctx, f)
+	f.Close()
 	return err
 }
 
@@ -105,49 +99,43 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
 	cn := c.fileChannel() // see filechannel.go
 	bp := cn.smallPool.Get().(*[]byte)
-	id := cn.newID()
-	pkt := appendString1((*bp)[:0], sshfx.TypeStat, id, name)
-	st, err := sendReq(ctx, cn, id, pkt)
-	if cap(pkt) == cap(*bp) { // written by now; not outgrown: the pool keeps one size
-		cn.smallPool.Put(bp)
-	}
-	if err != nil {
-		return nil, -1, pathErr("open", name, err)
+	st := cn.start(ctx, appendString1((*bp)[:0], sshfx.TypeStat, cn.newID(), name), nil)
+	cn.smallPool.Put(bp) // copied, or built elsewhere when it outgrew bp
+	if st.err != nil {
+		return nil, -1, pathErr("open", name, st.err)
 	}
 	f, err = c.openFile(ctx, cn, name, os.O_RDONLY, 0)
 	if err != nil {
-		cn.abandon(st.id, st.ch)
+		st.abandon()
 		return nil, -1, pathErr("open", name, err)
 	}
-	if size, err = statSize(ctx, cn, st); err != nil {
-		closeWithin(ctx, f)
-		f.cancel()
+	f.callCtx = ctx
+	if size, err = statSize(ctx, st); err != nil {
+		f.Close()
 		return nil, -1, pathErr("open", name, err)
 	}
 	return f, size, nil
 }
 
-// statSize waits for the reply to the STAT st and returns the size of the regular
-// file it describes, or -1. A refusal is no error; a malformed reply fails the channel.
-func statSize(ctx context.Context, cn *conn, st pendingReq) (int64, error) {
-	r, err := waitReq(ctx, cn, st)
-	if err != nil {
-		return -1, err
-	}
-	defer r.release()
-	a, err := decodeAttrs("STAT", &r)
-	var se *StatusError
-	switch {
-	case errors.As(err, &se):
+// statSize takes the reply to the STAT st and returns the size of the regular file it
+// describes, or -1. A refusal is no error; a malformed reply fails the channel.
+func statSize(ctx context.Context, st call) (int64, error) {
+	size := int64(-1)
+	err := st.take(ctx, func(r response) error {
+		a, err := decodeAttrs("STAT", &r)
+		switch {
+		case err != nil, !a.Has(sshfx.AttrSize):
+		case a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask != 0 && a.Permissions&unixTypeMask != unixRegular:
+			// a directory, a device: the engine's READs decide what it gives
+		default:
+			size = int64(min(a.Size, 1<<62))
+		}
+		return err
+	})
+	if se := (*StatusError)(nil); errors.As(err, &se) {
 		return -1, nil
-	case err != nil:
-		return -1, cn.check(err)
-	case !a.Has(sshfx.AttrSize):
-		return -1, nil
-	case a.Has(sshfx.AttrPermissions) && a.Permissions&unixTypeMask != 0 && a.Permissions&unixTypeMask != unixRegular:
-		return -1, nil // a directory, a device: the engine's READs decide what it gives
 	}
-	return int64(min(a.Size, 1<<62)), nil
+	return size, err
 }
 
 // WriteFile writes data to the named file, creating it with perm (before the server's
@@ -167,21 +155,23 @@ func (c *Client) WriteFile(ctx context.Context, name string, data []byte, perm f
 	if err != nil {
 		return err
 	}
+	f.callCtx = ctx
 	if f.fitsOneBurst(len(data)) {
 		return f.writeSmall(ctx, data)
 	}
-	stop := context.AfterFunc(ctx, f.cancel)
-	_, err = f.Write(data)
-	stop()
+	_, err = f.writeAt(ctx, "write", data, 0)
 	// Close also reports a failure the server only notices when the handle is closed.
-	if cerr := closeWithin(ctx, f); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return stoppedPath(ctx, "write", name, err)
-	}
-	return nil
+	return err
 }
+
+// pipelinedWriteMax is the most data WriteFile sends as WRITEs back to back with the
+// CLOSE right behind them, two round trips in all: what one channel window holds, less
+// room for the small requests of other users of the channel, so that the burst goes
+// out without waiting for the server to grant more. More goes through the engine.
+const pipelinedWriteMax = channelWindow - 64<<10
 
 // fitsOneBurst reports whether n bytes go to f as WRITEs sent back to back: no more
 // than one channel window holds (pipelinedWriteMax), in no more requests than a
@@ -200,11 +190,6 @@ func (f *File) fitsOneBurst(n int) bool {
 // writer has written it: a WRITE is longer than what the channel copies (copyMax),
 // so it is written from that buffer after sendThenClose returns.
 func (f *File) writeSmall(ctx context.Context, data []byte) error {
-	defer f.cancel()
-	if err := ctxError(ctx, ""); err != nil {
-		closeWithin(ctx, f)
-		return f.err("write", err)
-	}
 	size := f.c.maxWrite()
 	// One encoder serves every WRITE: sendThenClose calls them in order, each just
 	// before its request goes out.
@@ -223,20 +208,16 @@ func (f *File) writeSmall(ctx context.Context, data []byte) error {
 	for i := range encs {
 		encs[i] = enc
 	}
-	reqs, cls, err := f.sendThenClose(ctx, ctx, encs)
+	calls, cls, err := f.sendThenClose(ctx, encs)
 	if err != nil {
 		err = f.err("write", err)
 	}
-	collect(ctx, f.cn, reqs, func(_ int, r response, werr error) {
-		if werr == nil {
-			werr = f.cn.check(expectStatus("WRITE", &r))
-			r.release()
-		}
-		if werr != nil && err == nil {
+	for _, cl := range calls {
+		if werr := cl.take(ctx, status("WRITE")); werr != nil && err == nil {
 			err = f.err("write", werr)
 		}
-	})
-	if cerr := closeReply(ctx, f, cls); cerr != nil && err == nil {
+	}
+	if cerr := cls.take(f.callCtx, status("CLOSE")); cerr != nil && err == nil {
 		err = f.err("close", cerr)
 	}
 	return err

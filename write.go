@@ -43,6 +43,12 @@ import (
 // the header) is chosen.
 const dataOff = packetSlack
 
+// readAtWorkers is how many goroutines read a sized source in parallel. Reading a
+// chunk costs a fraction of encrypting it, so two keep a writer fed even while one
+// waits on a disk; more only add wake-ups (and buffers, see writeBuffers) on the
+// two cores this is measured on.
+const readAtWorkers = 2
+
 // filledChunk is a piece of the source read into a pooled buffer, or a failure to
 // read it.
 type filledChunk struct {
@@ -94,7 +100,6 @@ type writeStream struct {
 	max   int   // the window
 	span  int64 // W (maxSpan): nothing is written span or more past acked.prefix
 
-	ctx    context.Context // the errgroup's: ends on the first error, Close or ctx
 	g      *errgroup.Group
 	halt   context.CancelFunc // stops the producers (a WRITE failed: read no further)
 	slots  chan struct{}      // one per chunk between being read and being filed
@@ -130,14 +135,15 @@ type writeStream struct {
 	sum *sumFeed
 }
 
-// newWriteStream starts an upload at off for op, the entry point its errors name.
-func (f *File) newWriteStream(op string, off int64) *writeStream {
+// newWriteStream starts an upload at off for op, the entry point its errors name,
+// while ctx lasts.
+func (f *File) newWriteStream(ctx context.Context, op string, off int64) *writeStream {
 	window := f.window()
 	return &writeStream{
 		// Siblings open without CREAT or TRUNC: the caller's open already created or
 		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
 		// READ, for the proof that they are on the File's file (reopen.go).
-		lanes: f.newLanes(window, sshfx.FlagRead|sshfx.FlagWrite, true),
+		lanes: f.newLanes(ctx, window, sshfx.FlagRead|sshfx.FlagWrite, true),
 		start: off, size: f.c.maxWrite(), max: window, span: f.c.span(),
 		slots:    make(chan struct{}, window),
 		bufs:     make(chan struct{}, writeBuffers(f.c, window)),
@@ -206,7 +212,8 @@ func sizeOf(src io.Reader) int64 {
 // A sized io.ReaderAt source is read in parallel and left positioned after what was
 // written.
 func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
-	g, gctx := errgroup.WithContext(ws.f.ctx)
+	// The errgroup's ctx, derived from the transfer's, ends on the first error too.
+	g, gctx := errgroup.WithContext(ws.ctx)
 	ws.ctx, ws.g = gctx, g
 	pctx, halt := context.WithCancel(gctx)
 	ws.halt = halt
@@ -328,7 +335,7 @@ func (ws *writeStream) post(l *lane, id uint32, off int64, n int, h *heldBuf) {
 	l.unsent.Add(1)
 	pkt, err := writePacket(*h.buf, id, l.handle, off, n)
 	if err == nil {
-		err = ws.f.sendRef(ws.ctx, l.cn, id, pkt, ws.ch, h) // lets go of h for the writer
+		err = ws.f.startInto(ws.ctx, l.cn, pkt, h, ws.ch) // lets go of h for the writer
 	} else {
 		h.writeDone()
 	}
@@ -396,7 +403,7 @@ func (ws *writeStream) schedule() error {
 			ws.releaseHeld()
 		case <-ws.kick:
 		case <-ws.ctx.Done():
-			return ws.abort(context.Cause(ws.ctx))
+			return ws.abort(ctxError(ws.ctx, ""))
 		}
 	}
 }
@@ -646,15 +653,12 @@ func (ws *writeStream) ack(r response) error {
 // abort gives up on every WRITE in flight. Whether they landed is unknown, so the
 // failure is placed at the lowest of them: nothing from there on is reported written.
 func (ws *writeStream) abort(cause error) error {
-	if ws.f.ctx.Err() != nil {
-		cause = errFileClosed
-	}
 	ws.aborting = true
 	ws.stop()
 	// Acknowledgements already delivered still count: collect them first, so n does
 	// not under-report what the server confirmed.
 	if len(ws.reqs) > 0 {
-		takeReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
+		drainReady(ws.ch, func(r response) bool { ws.reply(r); return len(ws.reqs) > 0 })
 	}
 	ws.fail(ws.acked.prefix, cause) // nothing is acknowledged past prefix
 	return cause

@@ -191,14 +191,20 @@ func xsHashScenarios() []xsScenario {
 // never does (it asks for ranges to the end only), and returns the SHA-256 digest the
 // server sent or its error.
 func xsRawCheckFile(e *xsEnv, name string, off, n int64) xsHashed {
-	r, err := e.c.main.roundTrip(e.ctx, func(id uint32) []byte { return appendCheckFileName(nil, id, name, SHA256, off, n) })
+	var h xsHashed
+	err := e.c.main.do(e.ctx, func(dst []byte, id uint32) []byte {
+		return appendCheckFileName(dst, id, name, SHA256, off, n)
+	}, func(r response) error {
+		if r.typ == sshfx.TypeStatus {
+			h.err = decodeStatus(r.body)
+			return nil
+		}
+		h.sum, h.err = decodeCheckFile(&r, SHA256)
+		h.by = hashByCheckFile
+		return nil
+	})
 	if err != nil {
 		return xsHashed{err: err}
 	}
-	defer r.release()
-	if r.typ == sshfx.TypeStatus {
-		return xsHashed{err: decodeStatus(r.body)}
-	}
-	sum, err := decodeCheckFile(&r, SHA256)
-	return xsHashed{sum: sum, by: hashByCheckFile, err: err}
+	return h
 }
