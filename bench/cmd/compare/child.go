@@ -36,6 +36,8 @@ type job struct {
 	Soak *soakJob `json:"soak,omitempty"`
 	// Small, if set, makes the job a small-call cell (small.go).
 	Small *smallJob `json:"small,omitempty"`
+	// Service, if set, makes the job a service run (service.go).
+	Service *serviceJob `json:"service,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -67,6 +69,9 @@ func childMain(spec string) int {
 	}
 	if j.Small != nil {
 		return smallChildMain(&j)
+	}
+	if j.Service != nil {
+		return serviceChildMain(&j)
 	}
 	r := findRow(j.Row)
 	if r == nil || r.childFunc(&j) == nil {

@@ -89,7 +89,8 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	return nil
 }
 
-// ownTable is the table function of a case with rows of its own (soak, small), or
+// ownTable is the table function of a case with rows of its own (soak, small,
+// service), or
 // nil for the cases that run the registered rows.
 func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	switch c {
@@ -97,6 +98,8 @@ func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Durat
 		return h.soakTable
 	case caseSmall:
 		return h.smallTable
+	case caseService:
+		return h.serviceTable
 	}
 	return nil
 }
@@ -221,6 +224,10 @@ func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
 	}
 	if slices.Contains(cfg.cases, casePipe) {
 		fmt.Fprintln(w, "- pipe case: sluice NewClientPipe over OpenSSH `ssh -s sftp` processes (same key and options as sftp(1)); ratios there divide the pipe-opener row's rate (or the one-pipe row's without it); CPU and RSS include the ssh processes")
+	}
+	if slices.Contains(cfg.cases, caseService) {
+		fmt.Fprintf(w, "- service case: %d transfers of %s at once on one client; MiB/s = all bytes / first start to last end; peak RSS = the child's own VmHWM, goroutines and Go heap sampled by the child\n",
+			cfg.service.transfers, formatSize(cfg.service.size))
 	}
 	fmt.Fprintf(w, "- sshd MaxSessions %d (room for the fixed-channel rows; OpenSSH's default is 10)\n", cfg.maxSessions)
 	if findIn(rows, sluiceDefaultID) != nil {
