@@ -104,22 +104,35 @@ func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Durat
 	return nil
 }
 
+// link is how a table's clients at rtt reach sshd: directly, or through a delay proxy
+// of rtt/2 each way, which closeLink stops; where says which for the heading. With
+// knownHost the proxy's address goes into the known_hosts file ssh(1) reads.
+func (h *harness) link(rtt time.Duration, knownHost bool) (addr, where string, closeLink func(), err error) {
+	if rtt <= 0 {
+		return h.env.sshd.Addr, "direct", func() {}, nil
+	}
+	proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if knownHost {
+		if err := h.env.addKnownHost(proxy.Addr()); err != nil {
+			_ = proxy.Close()
+			return "", "", nil, err
+		}
+	}
+	return proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2), func() { _ = proxy.Close() }, nil
+}
+
 // tables runs case c at one RTT, one table per size and direction, printing each as soon
 // as it is complete.
 func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	cfg := h.cfg
-	addr, where := h.env.sshd.Addr, "direct"
-	if rtt > 0 {
-		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
-		if err != nil {
-			return err
-		}
-		defer proxy.Close()
-		if err := h.env.addKnownHost(proxy.Addr()); err != nil {
-			return err
-		}
-		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	addr, where, closeLink, err := h.link(rtt, true)
+	if err != nil {
+		return err
 	}
+	defer closeLink()
 	sizes := cfg.sizesFor(rtt)
 	if c == caseTree {
 		sizes = sizes[:1] // the tree's shape sets its size

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -17,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sftp/internal/delayproxy"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -151,15 +149,11 @@ func (h *harness) serviceTable(ctx context.Context, rtt time.Duration, deadline 
 	if err != nil {
 		return err
 	}
-	addr, where := h.env.sshd.Addr, "direct"
-	if rtt > 0 {
-		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
-		if err != nil {
-			return err
-		}
-		defer proxy.Close()
-		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	addr, where, closeLink, err := h.link(rtt, false)
+	if err != nil {
+		return err
 	}
+	defer closeLink()
 	for _, dir := range cfg.dirs {
 		cell := &serviceCell{dir: dir, res: map[string][]serviceMeasure{}, failed: map[string]error{}}
 		stopped := h.serviceRounds(ctx, cell, clients, rtt, addr, src, deadline, progress)
@@ -249,24 +243,9 @@ func removeUploads(s *serviceJob) {
 
 // serviceChild runs one client's transfers in a child process.
 func (h *harness) serviceChild(ctx context.Context, j *job) (serviceResult, error) {
-	spec, err := json.Marshal(j)
-	if err != nil {
-		return serviceResult{}, err
-	}
-	tctx, cancel := context.WithTimeout(ctx, j.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, h.exe, childFlag+string(spec))
-	stderr := &cappedBuffer{max: 16 << 10}
-	cmd.Stderr = stderr
-	killTreeOnCancel(cmd)
-	cmd.WaitDelay = 5 * time.Second
-	outb, err := cmd.Output()
-	if err != nil {
-		return serviceResult{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
 	var res serviceResult
-	if err := json.Unmarshal(outb, &res); err != nil {
-		return serviceResult{}, fmt.Errorf("service child output %q: %v", outb, err)
+	if err := h.childJSON(ctx, j, &res); err != nil {
+		return serviceResult{}, err
 	}
 	if want := int64(j.Service.Transfers) * j.Service.Size; res.Bytes != want {
 		return serviceResult{}, fmt.Errorf("moved %d bytes, want %d", res.Bytes, want)
@@ -365,6 +344,16 @@ func serviceTransfer(ctx context.Context, c serviceClient, s *serviceJob, i int)
 	return c.upload(ctx, s.uploadName(i), struct{ io.Reader }{f})
 }
 
+// copyThenClose copies src to dst and closes f, the remote file one of them is, as a
+// handler ends a transfer: a failed Close (the server's verdict on an upload) fails it.
+func copyThenClose(dst io.Writer, src io.Reader, f io.Closer) (int64, error) {
+	n, err := io.Copy(dst, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
 // countingWriter is a response that only counts; it has no ReadFrom, so io.Copy uses
 // the remote file's WriteTo.
 type countingWriter struct{ n int64 }
@@ -444,8 +433,8 @@ func writeServiceTable(w io.Writer, heading string, clients []string, cell *serv
 	fmt.Fprintf(w, "\n### %s\n\n", heading)
 	fmt.Fprintln(w, "Downloads: Open + io.Copy into a counting writer; uploads: Create + io.Copy from a plain io.Reader. "+
 		"MiB/s = all bytes / time from the first transfer's start to the last one's end. "+
-		"peak RSS = the child's VmHWM (whole process); heap = Go heap objects, sampled every 2 ms; goroutines sampled likewise, and counted again once every file is closed (client still open). "+
-		"sluice/row: per round, then the median.")
+		"peak RSS = the child's VmHWM (whole process); heap = Go heap objects (live and not yet collected), sampled every 2 ms; goroutines sampled likewise, and counted again once every file is closed (client still open). "+
+		"sluice/row = sluice's figure over the row's in the same round, median over rounds (MiB/s: > 1 is faster; RSS: > 1 is bigger).")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| client | MiB/s | sluice/row MiB/s | peak RSS MiB | sluice/row RSS | peak heap MiB | peak goroutines | goroutines after | CPU s |")
 	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")

@@ -38,11 +38,7 @@ func (p pkgService) download(_ context.Context, remote string, w io.Writer) (int
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(w, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return copyThenClose(w, f, f)
 }
 
 func (p pkgService) upload(_ context.Context, remote string, r io.Reader) (int64, error) {
@@ -50,11 +46,7 @@ func (p pkgService) upload(_ context.Context, remote string, r io.Reader) (int64
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return copyThenClose(f, r, f)
 }
 
 func (p pkgService) close() error { return p.c.Close() }

@@ -29,11 +29,7 @@ func (s sluiceService) download(ctx context.Context, remote string, w io.Writer)
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(w, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return copyThenClose(w, f, f)
 }
 
 func (s sluiceService) upload(ctx context.Context, remote string, r io.Reader) (int64, error) {
@@ -41,11 +37,7 @@ func (s sluiceService) upload(ctx context.Context, remote string, r io.Reader) (
 	if err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
+	return copyThenClose(f, r, f)
 }
 
 func (s sluiceService) close() error { return s.c.Close() }
