@@ -446,11 +446,7 @@ func writeServiceTable(w io.Writer, heading string, clients []string, cell *serv
 			continue
 		}
 		med := func(f func(serviceMeasure) float64) float64 {
-			xs := make([]float64, len(ms))
-			for i, m := range ms {
-				xs[i] = f(m)
-			}
-			v, _ := median(xs)
+			v, _ := medianBy(ms, f)
 			return v
 		}
 		rateRatio, rssRatio := "", ""
@@ -509,15 +505,8 @@ func serviceTargetLine(cell *serviceCell, clients []string) string {
 	if len(clients) < 2 || clients[0] != serviceSluice || clients[1] != servicePkgSFTP {
 		return ""
 	}
-	rss := func(c string) (float64, bool) {
-		var xs []float64
-		for _, m := range cell.res[c] {
-			xs = append(xs, m.rssF())
-		}
-		return median(xs)
-	}
-	s, ok1 := rss(serviceSluice)
-	p, ok2 := rss(servicePkgSFTP)
+	s, ok1 := medianBy(cell.res[serviceSluice], serviceMeasure.rssF)
+	p, ok2 := medianBy(cell.res[servicePkgSFTP], serviceMeasure.rssF)
 	if !ok1 || !ok2 {
 		return ""
 	}

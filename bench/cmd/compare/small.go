@@ -424,13 +424,7 @@ func smallTitle(id string) string {
 
 // smallRow formats one cell of writeSmallTable.
 func smallRow(cell *smallCell, rtt time.Duration, clients []string) string {
-	med := func(ms []smallMeasure, f func(smallMeasure) float64) (float64, bool) {
-		xs := make([]float64, len(ms))
-		for i, m := range ms {
-			xs[i] = f(m)
-		}
-		return median(xs)
-	}
+	med := medianBy[smallMeasure]
 	fields := []string{string(cell.op), strconv.Itoa(cell.goroutines)}
 	for _, c := range clients {
 		v, ok := med(cell.res[c], smallMeasure.rate)

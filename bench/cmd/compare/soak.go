@@ -166,11 +166,7 @@ func writeSoakTable(w io.Writer, heading string, rtt time.Duration, workers int,
 			continue
 		}
 		med := func(f func(soakResult) float64) float64 {
-			xs := make([]float64, len(rs))
-			for k, r := range rs {
-				xs[k] = f(r)
-			}
-			v, _ := median(xs)
+			v, _ := medianBy(rs, f)
 			return v
 		}
 		p50 := med(func(r soakResult) float64 { return r.StatP50Ms })
