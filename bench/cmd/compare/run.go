@@ -155,7 +155,7 @@ func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time
 			what += ", pipe clients"
 		}
 		for _, dir := range cfg.dirs {
-			res, rounds, stopped := h.table(ctx, w, rows, rtt, dir, addr, deadline, progress)
+			res, rounds, stopped := h.table(ctx, w, rowsFor(rows, dir), rtt, dir, addr, deadline, progress)
 			res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, what, rounds))
 			if h.summary != nil && c != casePipe {
 				h.summary.add(res, rtt, dir, rounds)
