@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type job struct {
 	Soak *soakJob `json:"soak,omitempty"`
 	// Small, if set, makes the job a small-call cell (small.go).
 	Small *smallJob `json:"small,omitempty"`
+	// Service, if set, makes the job a service run (service.go).
+	Service *serviceJob `json:"service,omitempty"`
 }
 
 // childResult is the child's one line of output.
@@ -67,6 +70,9 @@ func childMain(spec string) int {
 	}
 	if j.Small != nil {
 		return smallChildMain(&j)
+	}
+	if j.Service != nil {
+		return serviceChildMain(&j)
 	}
 	r := findRow(j.Row)
 	if r == nil || r.childFunc(&j) == nil {
@@ -100,6 +106,31 @@ func childMain(spec string) int {
 		return 1
 	}
 	return 0
+}
+
+// childJSON runs j in a child process of this binary, killed (with whatever it
+// started) at j.Timeout, and decodes the child's output into v; a failed child's
+// error carries the start of its stderr.
+func (h *harness) childJSON(ctx context.Context, j *job, v any) error {
+	spec, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, j.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, h.exe, childFlag+string(spec))
+	stderr := &cappedBuffer{max: 16 << 10}
+	cmd.Stderr = stderr
+	killTreeOnCancel(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	outb, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(outb, v); err != nil {
+		return fmt.Errorf("child output %q: %v", outb, err)
+	}
+	return nil
 }
 
 // dial opens the child's SSH connection: key login, pinned host key, and the one cipher

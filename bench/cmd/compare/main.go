@@ -75,6 +75,7 @@ type config struct {
 	summary bool
 	soak    soakOptions
 	small   smallOptions
+	service serviceOptions
 }
 
 // soakOptions shape the soak case (soak.go).
@@ -142,6 +143,9 @@ const (
 	// caseSmall is the everyday calls (Stat, ReadFile, ReadDir, …) at 1 to 64
 	// goroutines, small.go; not part of "all".
 	caseSmall benchCase = "small"
+	// caseService is N concurrent transfers on one client, as a service shares it,
+	// service.go; not part of "all".
+	caseService benchCase = "service"
 )
 
 // allCases is every case in the order tables are printed.
@@ -170,7 +174,8 @@ func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var (
 		size      = fs.String("size", "auto", "comma-separated bytes per transfer, e.g. 64MiB or 256MiB,1GiB (a table each); auto = 1GiB at RTT 0, 256MiB behind the delay proxy")
-		cases     = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), small (calls/s of Stat, ReadFile, ReadDir, … against pkg/sftp), or all (all but soak and small)")
+		cases     = fs.String("case", "file,tree", "comma-separated cases: file (one big file), tree (many small files), pipe (sluice over ssh -s sftp pipes), soak (Stat latency while reads run on the same Client), small (calls/s of Stat, ReadFile, ReadDir, … against pkg/sftp), service (N concurrent transfers on one client against pkg/sftp), or all (all but soak, small and service)")
+		svcSize   = fs.String("service-size", "8MiB", "service case: bytes per transfer")
 		smallOpsF = fs.String("small-ops", "all", "small case: comma-separated calls, some of "+fmt.Sprint(smallOps)+", or all")
 		smallG    = fs.String("small-goroutines", "1,16,64", "small case: comma-separated goroutine counts sharing one client")
 		fixed     = fs.String("sluice-fixed", "", "comma-separated channel counts, e.g. 4,8,16,32: adds a row sluice WithChannels(n) for each (file case)")
@@ -199,6 +204,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&cfg.soak.duration, "soak-time", 20*time.Second, "soak case: how long each row runs")
 	fs.DurationVar(&cfg.small.duration, "small-time", 3*time.Second, "small case: how long each client runs each cell (call, goroutines)")
 	fs.StringVar(&cfg.small.beforeExe, "small-before", "", "small case: a build of this harness with an earlier sluice, measured as one more client (before and after in one run)")
+	fs.IntVar(&cfg.service.transfers, "service-n", 32, "service case: transfers at once on the one client")
+	fs.StringVar(&cfg.service.profileDir, "service-profile", "", "service case: write a heap profile of every sluice run, taken near its peak heap, into this directory")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -245,6 +252,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, fmt.Errorf("-soak-time %v: want 1s to 10m", cfg.soak.duration)
 	}
 	if err := cfg.small.parse(*smallOpsF, *smallG); err != nil {
+		return nil, err
+	}
+	if err := cfg.service.parse(*svcSize); err != nil {
 		return nil, err
 	}
 	cfg.tree.fileSize = treeFileSize
@@ -318,13 +328,13 @@ func parseCases(spec string) ([]benchCase, error) {
 	want := map[benchCase]bool{}
 	for _, s := range strings.Split(spec, ",") {
 		c := benchCase(strings.TrimSpace(s))
-		if !slices.Contains(allCases, c) && c != caseSoak && c != caseSmall {
-			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak, small or all", s)
+		if !slices.Contains(allCases, c) && c != caseSoak && c != caseSmall && c != caseService {
+			return nil, fmt.Errorf("-case %q: want file, tree, pipe, soak, small, service or all", s)
 		}
 		want[c] = true
 	}
 	var out []benchCase
-	for _, c := range append(slices.Clone(allCases), caseSoak, caseSmall) {
+	for _, c := range append(slices.Clone(allCases), caseSoak, caseSmall, caseService) {
 		if want[c] {
 			out = append(out, c)
 		}

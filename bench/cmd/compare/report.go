@@ -141,6 +141,15 @@ func findIn(rows []*row, id string) *row {
 	return nil
 }
 
+// medianBy is the median of f over xs.
+func medianBy[T any](xs []T, f func(T) float64) (float64, bool) {
+	vs := make([]float64, len(xs))
+	for i, x := range xs {
+		vs[i] = f(x)
+	}
+	return median(vs)
+}
+
 // median returns the middle value (the mean of the two middle ones for an even count).
 func median(xs []float64) (float64, bool) {
 	if len(xs) == 0 {

@@ -36,6 +36,11 @@ func TestMedian(t *testing.T) {
 	require.Equal(t, 2.0, m)
 	m, _ = median([]float64{4, 1, 3, 2})
 	require.Equal(t, 2.5, m)
+	m, ok = medianBy([]string{"ccc", "a", "bb"}, func(s string) float64 { return float64(len(s)) })
+	require.True(t, ok)
+	require.Equal(t, 2.0, m)
+	_, ok = medianBy([]string(nil), func(string) float64 { return 1 })
+	require.False(t, ok)
 }
 
 // TestRatiosPairRounds checks that sluice/row is the median of per-round ratios, not the

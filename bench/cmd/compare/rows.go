@@ -40,6 +40,9 @@ type row struct {
 	// tree copies a directory tree in a child process, for the tree case; a row without
 	// one (other than sftp(1)) has no recursive copy and is left out of tree tables.
 	tree transferFunc
+	// downloadOnly rows have nothing to upload (a hash of a remote file) and are left
+	// out of upload tables.
+	downloadOnly bool
 }
 
 func (r *row) label(cfg *config, c benchCase) string {
@@ -61,6 +64,14 @@ func (r *row) runs(c benchCase) bool {
 		return r.tree != nil && !r.pipe
 	}
 	return !r.pipe
+}
+
+// rowsFor is the rows of a table in direction dir.
+func rowsFor(rows []*row, dir direction) []*row {
+	if dir == download {
+		return rows
+	}
+	return slices.DeleteFunc(slices.Clone(rows), func(r *row) bool { return r.downloadOnly })
 }
 
 // childFunc is what a child process runs for r in j.

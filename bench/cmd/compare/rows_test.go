@@ -117,3 +117,16 @@ func TestRowsByCase(t *testing.T) {
 	require.Same(t, one, pipeBaseRow([]*row{sftp1, one}))
 	require.Nil(t, pipeBaseRow([]*row{sftp1}))
 }
+
+// TestRowsForDirection: a download-only row is left out of upload tables, and only
+// there.
+func TestRowsForDirection(t *testing.T) {
+	a, hash, b := &row{id: "a"}, &row{id: "hash", downloadOnly: true}, &row{id: "b"}
+	rows := []*row{a, hash, b}
+	require.Equal(t, rows, rowsFor(rows, download))
+	require.Equal(t, []*row{a, b}, rowsFor(rows, upload))
+	require.Equal(t, []*row{a, hash, b}, rows, "the caller's slice is left alone")
+	if r := findRow("sluice-hash"); r != nil {
+		require.True(t, r.downloadOnly)
+	}
+}

@@ -89,7 +89,8 @@ func run(ctx context.Context, cfg *config, out, progress io.Writer) error {
 	return nil
 }
 
-// ownTable is the table function of a case with rows of its own (soak, small), or
+// ownTable is the table function of a case with rows of its own (soak, small,
+// service), or
 // nil for the cases that run the registered rows.
 func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	switch c {
@@ -97,26 +98,41 @@ func (h *harness) ownTable(c benchCase) func(ctx context.Context, rtt time.Durat
 		return h.soakTable
 	case caseSmall:
 		return h.smallTable
+	case caseService:
+		return h.serviceTable
 	}
 	return nil
+}
+
+// link is how a table's clients at rtt reach sshd: directly, or through a delay proxy
+// of rtt/2 each way, which closeLink stops; where says which for the heading. With
+// knownHost the proxy's address goes into the known_hosts file ssh(1) reads.
+func (h *harness) link(rtt time.Duration, knownHost bool) (addr, where string, closeLink func(), err error) {
+	if rtt <= 0 {
+		return h.env.sshd.Addr, "direct", func() {}, nil
+	}
+	proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if knownHost {
+		if err := h.env.addKnownHost(proxy.Addr()); err != nil {
+			_ = proxy.Close()
+			return "", "", nil, err
+		}
+	}
+	return proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2), func() { _ = proxy.Close() }, nil
 }
 
 // tables runs case c at one RTT, one table per size and direction, printing each as soon
 // as it is complete.
 func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	cfg := h.cfg
-	addr, where := h.env.sshd.Addr, "direct"
-	if rtt > 0 {
-		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
-		if err != nil {
-			return err
-		}
-		defer proxy.Close()
-		if err := h.env.addKnownHost(proxy.Addr()); err != nil {
-			return err
-		}
-		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	addr, where, closeLink, err := h.link(rtt, true)
+	if err != nil {
+		return err
 	}
+	defer closeLink()
 	sizes := cfg.sizesFor(rtt)
 	if c == caseTree {
 		sizes = sizes[:1] // the tree's shape sets its size
@@ -139,7 +155,7 @@ func (h *harness) tables(ctx context.Context, c benchCase, rows []*row, rtt time
 			what += ", pipe clients"
 		}
 		for _, dir := range cfg.dirs {
-			res, rounds, stopped := h.table(ctx, w, rows, rtt, dir, addr, deadline, progress)
+			res, rounds, stopped := h.table(ctx, w, rowsFor(rows, dir), rtt, dir, addr, deadline, progress)
 			res.write(out, cfg, fmt.Sprintf("%s, RTT %s (%s), %s, %d round(s)", dir, formatRTT(rtt), where, what, rounds))
 			if h.summary != nil && c != casePipe {
 				h.summary.add(res, rtt, dir, rounds)
@@ -221,6 +237,10 @@ func writeHeader(w io.Writer, cfg *config, h *harness, rows []*row) {
 	}
 	if slices.Contains(cfg.cases, casePipe) {
 		fmt.Fprintln(w, "- pipe case: sluice NewClientPipe over OpenSSH `ssh -s sftp` processes (same key and options as sftp(1)); ratios there divide the pipe-opener row's rate (or the one-pipe row's without it); CPU and RSS include the ssh processes")
+	}
+	if slices.Contains(cfg.cases, caseService) {
+		fmt.Fprintf(w, "- service case: %d transfers of %s at once on one client; MiB/s = all bytes / first start to last end; peak RSS = the child's own VmHWM, goroutines and Go heap sampled by the child\n",
+			cfg.service.transfers, formatSize(cfg.service.size))
 	}
 	fmt.Fprintf(w, "- sshd MaxSessions %d (room for the fixed-channel rows; OpenSSH's default is 10)\n", cfg.maxSessions)
 	if findIn(rows, sluiceDefaultID) != nil {

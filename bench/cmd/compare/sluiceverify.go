@@ -47,7 +47,7 @@ func init() {
 		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
 			return sluiceGetPut(ctx, conn, j, []sluice.TransferOption{sluice.Verify()})
 		}})
-	register(&row{id: "sluice-hash", title: "sluice Hash by reading (downloads)", order: 73, sftp: true,
+	register(&row{id: "sluice-hash", title: "sluice Hash by reading (downloads)", order: 73, sftp: true, downloadOnly: true,
 		transfer: func(ctx context.Context, conn *ssh.Client, j *job) (int64, error) {
 			if j.Dir != download {
 				return 0, errors.New("sluice-hash hashes a remote file: run it with -dir down")

@@ -13,8 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluicehq/sftp/internal/delayproxy"
 )
 
 // The small-call case (-case small): calls per second and round trips per call of
@@ -167,15 +165,11 @@ func (m smallMeasure) busy(seconds float64) float64 {
 func (h *harness) smallTable(ctx context.Context, rtt time.Duration, deadline time.Time, out, progress io.Writer) error {
 	cfg := h.cfg
 	clients := smallClientsFor(cfg.small)
-	addr, where := h.env.sshd.Addr, "direct"
-	if rtt > 0 {
-		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
-		if err != nil {
-			return err
-		}
-		defer proxy.Close()
-		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	addr, where, closeLink, err := h.link(rtt, false)
+	if err != nil {
+		return err
 	}
+	defer closeLink()
 	var cells []*smallCell
 	stopped := false
 	for _, op := range cfg.small.ops {
@@ -430,13 +424,7 @@ func smallTitle(id string) string {
 
 // smallRow formats one cell of writeSmallTable.
 func smallRow(cell *smallCell, rtt time.Duration, clients []string) string {
-	med := func(ms []smallMeasure, f func(smallMeasure) float64) (float64, bool) {
-		xs := make([]float64, len(ms))
-		for i, m := range ms {
-			xs[i] = f(m)
-		}
-		return median(xs)
-	}
+	med := medianBy[smallMeasure]
 	fields := []string{string(cell.op), strconv.Itoa(cell.goroutines)}
 	for _, c := range clients {
 		v, ok := med(cell.res[c], smallMeasure.rate)

@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/sluicehq/sftp/internal/delayproxy"
 )
 
 // The soak case: small-call latency under bulk load on one Client. Many goroutines
@@ -73,15 +69,11 @@ func (h *harness) soakTable(ctx context.Context, rtt time.Duration, deadline tim
 	if err != nil {
 		return err
 	}
-	addr, where := h.env.sshd.Addr, "direct"
-	if rtt > 0 {
-		proxy, err := delayproxy.New(h.env.sshd.Addr, rtt/2)
-		if err != nil {
-			return err
-		}
-		defer proxy.Close()
-		addr, where = proxy.Addr(), fmt.Sprintf("delay proxy, %v each way", rtt/2)
+	addr, where, closeLink, err := h.link(rtt, false)
+	if err != nil {
+		return err
 	}
+	defer closeLink()
 	results := make([][]soakResult, len(soakRows))
 	stopped := false
 	for round := range cfg.rounds {
@@ -130,24 +122,9 @@ func (r soakResult) bulkRate() float64 {
 // soakChild runs one soak in a child process, so that its Client shares a runtime with
 // neither the harness nor the delay proxy.
 func (h *harness) soakChild(ctx context.Context, j *job) (soakResult, error) {
-	spec, err := json.Marshal(j)
-	if err != nil {
-		return soakResult{}, err
-	}
-	tctx, cancel := context.WithTimeout(ctx, j.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, h.exe, childFlag+string(spec))
-	stderr := &cappedBuffer{max: 16 << 10}
-	cmd.Stderr = stderr
-	killTreeOnCancel(cmd)
-	cmd.WaitDelay = 5 * time.Second
-	outb, err := cmd.Output()
-	if err != nil {
-		return soakResult{}, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-	}
 	var res soakResult
-	if err := json.Unmarshal(outb, &res); err != nil {
-		return soakResult{}, fmt.Errorf("soak child output %q: %v", outb, err)
+	if err := h.childJSON(ctx, j, &res); err != nil {
+		return soakResult{}, err
 	}
 	if res.Stats == 0 {
 		return soakResult{}, errors.New("the soak made no Stat call")
@@ -189,11 +166,7 @@ func writeSoakTable(w io.Writer, heading string, rtt time.Duration, workers int,
 			continue
 		}
 		med := func(f func(soakResult) float64) float64 {
-			xs := make([]float64, len(rs))
-			for k, r := range rs {
-				xs[k] = f(r)
-			}
-			v, _ := median(xs)
+			v, _ := medianBy(rs, f)
 			return v
 		}
 		p50 := med(func(r soakResult) float64 { return r.StatP50Ms })
