@@ -28,8 +28,10 @@ type transferOptions struct {
 	resume    bool
 	preserve  bool
 	fsync     bool
-	parallel  int
-	progress  func(Progress)
+	// preserveLoose: Preserve's SETSTAT may be refused (PreserveWherePossible).
+	preserveLoose bool
+	parallel      int
+	progress      func(Progress)
 
 	skipUnchanged bool
 	stopOnError   bool     // a tree stops at its first failure (StopOnError)
@@ -759,13 +761,13 @@ func (t *getPutCall) sendFile(ctx context.Context, f *File, lf *os.File, fi fs.F
 	if err := ctxError(ctx, ""); err != nil {
 		return err
 	}
-	if t.o.preserve {
+	if t.preserving() {
 		// Mode and times in one FSETSTAT, before the sync so that it covers them.
 		a, err := preserveAttrs(fi.Mode(), localAtime(fi), fi.ModTime())
 		if err != nil {
 			return err
 		}
-		if err := f.setstat(ctx, a); err != nil {
+		if err := t.preserveOutcome(f.setstat(ctx, a)); err != nil {
 			return f.err("setstat", err)
 		}
 	}

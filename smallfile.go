@@ -326,7 +326,7 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 			return pkt
 		}})
 	}
-	if t.o.preserve {
+	if t.preserving() {
 		a, err := preserveAttrs(fi.Mode(), localAtime(fi), fi.ModTime())
 		if err != nil {
 			t.abortPut(f, part)
@@ -351,6 +351,9 @@ func (t *getPutCall) putSmall(ctx context.Context, f *File, part, dst string, fr
 	var acked int64
 	for i, cl := range calls {
 		werr := cl.take(ctx, status(steps[i].op))
+		if steps[i].op == "setstat" {
+			werr = t.preserveOutcome(werr)
+		}
 		switch {
 		case werr == nil && steps[i].op == "write":
 			acked = int64(len(data))

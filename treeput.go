@@ -363,6 +363,14 @@ func (p *putSide) finish(ctx context.Context, d *treeDir) error {
 	if err := p.made(ctx, d); err != nil {
 		return err
 	}
+	if !p.t.preserving() {
+		return nil // PreserveWherePossible, on a server seen to refuse it
+	}
+	return p.t.preserveOutcome(p.setDirAttrs(ctx, d))
+}
+
+// setDirAttrs sends finish's SETSTAT (or lsetstat) of d's mode and times.
+func (p *putSide) setDirAttrs(ctx context.Context, d *treeDir) error {
 	a, err := preserveAttrs(d.info.Mode(), localAtime(d.info), d.info.ModTime())
 	if err != nil {
 		return err

@@ -25,6 +25,8 @@ func (x *xferFlags) stdioRefused() string {
 		return "-a"
 	case x.preserve:
 		return "-p"
+	case x.preserveLoose:
+		return "--preserve-where-possible"
 	case x.sync:
 		return "--sync"
 	case x.retries > 0:

@@ -22,6 +22,7 @@ const maxParallel = 1024
 // xferFlags are put's and get's own flags.
 type xferFlags struct {
 	recursive, resume, preserve, fsync, quiet, sync bool
+	preserveLoose                                   bool // --preserve-where-possible
 	failFast                                        bool
 	verify, checksum                                bool
 	inPlace                                         bool // --inplace (delivery.go)
@@ -33,6 +34,7 @@ func (x *xferFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&x.recursive, "r", false, "copy a directory and everything in it (symbolic links are copied as links)")
 	fs.BoolVar(&x.resume, "a", false, "resume: continue the files an interrupted transfer left in its .sluice-part files")
 	fs.BoolVar(&x.preserve, "p", false, "preserve permission bits and access and modification times")
+	fs.BoolVar(&x.preserveLoose, "preserve-where-possible", false, "as -p, but where the server refuses to set modes or times (object stores), copy the\nfiles without them")
 	fs.BoolVar(&x.fsync, "f", false, "flush each file to stable storage before moving it into place\n(put needs the server's fsync@openssh.com)")
 	fs.Var(positiveInt{p: &x.parallel, max: maxParallel}, "j", "files in flight at once in a tree copy (`n`, default 16, and up to 512 small ones)")
 	fs.BoolVar(&x.quiet, "q", false, "quiet: no progress line and no summary")
@@ -51,7 +53,10 @@ func (x *xferFlags) options() []sftp.TransferOption {
 	if x.resume {
 		opts = append(opts, sftp.Resume())
 	}
-	if x.preserve || x.sync {
+	switch {
+	case x.preserveLoose:
+		opts = append(opts, sftp.PreserveWherePossible())
+	case x.preserve || x.sync:
 		opts = append(opts, sftp.Preserve())
 	}
 	if x.sync {

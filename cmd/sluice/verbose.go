@@ -143,4 +143,10 @@ func (a *app) connectionReport(s *session) {
 	case s.ssh != nil:
 		a.verbosef(1, "SSH connections used: 1")
 	}
+	if s.client != nil {
+		// What the session learned: refusals met, features turned off and why.
+		for _, line := range strings.Split(strings.TrimSpace(s.client.Capabilities().String()), "\n") {
+			a.verbosef(1, "server: %s", line)
+		}
+	}
 }
