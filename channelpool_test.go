@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sftp/internal/delayproxy"
+	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // The striping tests; their environment (a private sshd, and what they read of its
@@ -178,10 +180,12 @@ func failLane(c *Client, i int) error {
 }
 
 // channelKiller breaks the k-th channel a Client opens (1: the main one) on the n-th
-// packet written to it once armed: that Write fails, as on a connection that died,
-// with the channel's other requests in flight. Arming it once the lanes are in (from
-// the transfer's trip) makes sure the lane dies mid-transfer, not before the test
-// has seen it open.
+// READ or WRITE written to it once armed: the Write that carries it fails, as on a
+// connection that died, with the channel's other requests in flight. Arming it once
+// the lanes are in (from the transfer's trip) makes sure the lane dies mid-transfer,
+// not before the test has seen it open. It counts packets, not Writes: the channel's
+// writer sends a run of queued small packets (a download's READs) in one Write
+// (connwrite.go), so a lane can carry all its READs in fewer Writes than n.
 type channelKiller struct {
 	k, n   int
 	mu     sync.Mutex
@@ -204,18 +208,31 @@ func (ck *channelKiller) wrap(r io.Reader, w io.WriteCloser) (io.Reader, io.Writ
 type laneKiller struct {
 	io.WriteCloser
 	ck   *channelKiller
-	left int // the conn writes one packet per Write, one at a time
+	left int // READs and WRITEs to let through once armed; the conn has one writer
 }
 
 func (kw *laneKiller) Write(p []byte) (int, error) {
-	if !kw.ck.armed.Load() {
-		return kw.WriteCloser.Write(p)
-	}
-	if kw.left--; kw.left <= 0 {
-		kw.ck.killed.Store(true)
-		return 0, errors.New("channel killed by the test")
+	if kw.ck.armed.Load() {
+		if kw.left -= dataRequests(p); kw.left <= 0 {
+			kw.ck.killed.Store(true)
+			return 0, errors.New("channel killed by the test")
+		}
 	}
 	return kw.WriteCloser.Write(p)
+}
+
+// dataRequests counts the READs and WRITEs among the SFTP packets in p, which holds
+// whole packets (a conn writes whole packets, one or a run of them per Write).
+func dataRequests(p []byte) int {
+	n := 0
+	for len(p) >= 5 {
+		switch sshfx.PacketType(p[4]) {
+		case sshfx.TypeRead, sshfx.TypeWrite:
+			n++
+		}
+		p = p[min(len(p), 4+int(binary.BigEndian.Uint32(p))):]
+	}
+	return n
 }
 
 // A sibling lane that dies mid-transfer costs the transfer nothing: what it owed goes
