@@ -418,11 +418,12 @@ func (c *conn) startWith(ctx context.Context, pkt []byte, ref packetRef, acct *b
 	if ch == nil {
 		ch = make(chan response, 1)
 	}
-	if err := c.enqueue(ctx, pkt, ref, waiter{ch: ch, acct: acct}); err != nil {
+	id, err := c.enqueue(ctx, pkt, ref, waiter{ch: ch, acct: acct})
+	if err != nil {
 		c.replyChans.Put(ch) // not registered: nothing will come
 		return call{err: err}
 	}
-	return call{c: c, id: packetID(pkt), ch: ch}
+	return call{c: c, id: id, ch: ch}
 }
 
 // startInto sends pkt, its reply to go to into, which must have room for it; with a
@@ -430,31 +431,35 @@ func (c *conn) startWith(ctx context.Context, pkt []byte, ref packetRef, acct *b
 // go out (ctx had ended, or the conn is dead) and nothing will arrive on into for it;
 // after nil, its reply or the conn's failure will. ref is as for start.
 func (c *conn) startInto(ctx context.Context, pkt []byte, ref packetRef, into chan<- response) error {
-	return c.enqueue(ctx, pkt, ref, waiter{ch: into})
+	_, err := c.enqueue(ctx, pkt, ref, waiter{ch: into})
+	return err
 }
 
-// enqueue files w under pkt's id and queues pkt (w's seq is set here).
-func (c *conn) enqueue(ctx context.Context, pkt []byte, ref packetRef, w waiter) error {
+// enqueue files w under pkt's id and queues pkt (w's seq is set here), and returns
+// the id. pkt is not read once it is queued: a short packet is copied and its buffer
+// handed back to ref's owner at once, to be refilled by another request.
+func (c *conn) enqueue(ctx context.Context, pkt []byte, ref packetRef, w waiter) (uint32, error) {
 	if err := ctxError(ctx, ""); err != nil {
 		tell(ref)
-		return err
+		return 0, err
 	}
 	if len(pkt) < 9 {
 		tell(ref)
-		return errNoRequest
+		return 0, errNoRequest
 	}
+	id := packetID(pkt)
 	c.mu.Lock()
 	if c.pending == nil {
 		c.mu.Unlock()
 		tell(ref)
-		return c.err
+		return 0, c.err
 	}
 	w.seq = c.queueLocked(pkt, ref)
-	c.pending[packetID(pkt)] = w
+	c.pending[id] = w
 	wake := c.ws.idle
 	c.mu.Unlock()
 	c.wakeWriter(wake)
-	return nil
+	return id, nil
 }
 
 // errNoRequest is what a call that never had a request gets: a bug, reported rather

@@ -153,6 +153,46 @@ func TestConnRepliesOutOfOrder(t *testing.T) {
 	require.NoError(t, c.failed())
 }
 
+// scribbleRef overwrites its packet's buffer once the writer lets go of it, as the
+// next request given the same pooled buffer would.
+type scribbleRef struct{ buf []byte }
+
+func (r scribbleRef) writeDone() {
+	for i := range r.buf {
+		r.buf[i] = 0xff
+	}
+}
+
+// A short packet is copied as it is queued and its buffer handed back at once: the
+// call must have taken its id before, or it waits for a reply to another id.
+func TestConnShortPacketFreedWhenQueued(t *testing.T) {
+	checkLeaks(t)
+	c := mustPipeConn(t, func(p *scriptPeer) {
+		p.echo(p.readN(2, sshfx.TypeStat))
+		p.expectEOF()
+	})
+	ctx := testCtx(t)
+	id := c.newID()
+	pkt := appendString1(nil, sshfx.TypeStat, id, "/a")
+	cl := c.start(ctx, pkt, scribbleRef{pkt})
+	require.NoError(t, cl.err)
+	require.Equal(t, id, cl.id)
+
+	into := make(chan response, 1)
+	id2 := c.newID()
+	pkt2 := appendString1(nil, sshfx.TypeStat, id2, "/b")
+	require.NoError(t, c.startInto(ctx, pkt2, scribbleRef{pkt2}, into))
+
+	r, err := cl.wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "for /a", handleOf(t, r))
+	r2 := <-into
+	require.NoError(t, r2.err)
+	require.Equal(t, id2, r2.id)
+	require.Equal(t, "for /b", handleOf(t, r2))
+	require.NoError(t, c.failed())
+}
+
 func TestConnConcurrentCallsShuffled(t *testing.T) {
 	checkLeaks(t)
 	const n = 32
