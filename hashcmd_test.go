@@ -333,7 +333,7 @@ func TestProbeCommand(t *testing.T) {
 
 // sumCommands answers the commands of algs with the real digest of the file named, or
 // of nothing when none is; every other command is not found (127).
-func sumCommands(s **execSSH, algs ...HashAlgorithm) func(cmd string) execAnswer {
+func sumCommands(s **sshTestServer, algs ...HashAlgorithm) func(cmd string) execAnswer {
 	return func(cmd string) execAnswer {
 		word, arg, _ := strings.Cut(cmd, " ")
 		for _, alg := range algs {
@@ -359,7 +359,7 @@ func sumCommands(s **execSSH, algs ...HashAlgorithm) func(cmd string) execAnswer
 // SFTPGo enables by default), Verify picks SHA-1, which the server hashes, rather than
 // SHA-256, which would mean reading the file back; the choice is made once.
 func TestVerifyPicksCheapCommand(t *testing.T) {
-	var s *execSSH
+	var s *sshTestServer
 	s = startExecSSH(t, testserver.Options{}, sumCommands(&s, SHA1, MD5))
 	tap := &xsTap{}
 	c := s.client(t, WithHashCommand(), withStreamWrap(tapStreams(tap)))

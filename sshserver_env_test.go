@@ -32,10 +32,15 @@ import (
 //   - dial(t, addr): an SSH connection to it, directly (s.addr) or through a proxy;
 //     cleanup closes it.
 //   - blackHoleProxy(t, s): a faultproxy in front of s; cleanup closes it.
+//   - startExecSSH(t, opts, exec): the same server whose exec sessions are answered by
+//     exec (execAnswer): a command that lies, refuses, prints too much, never ends.
+//     Hash's command means (hashcmd.go) are tested on it for such faults; that they
+//     work is shown against the private sshd (hashcmd_test.go). ran lists the
+//     commands asked for; client connects a Client.
 //
-// Where tests go: keepalive and dead-peer detection in keepalive_test.go; anything
-// else that needs SSH below the in-process server goes in the test file of the
-// mechanism it tests.
+// Where tests go: keepalive and dead-peer detection in keepalive_test.go; the hash
+// command in hashcmd_test.go; anything else that needs SSH below the in-process
+// server goes in the test file of the mechanism it tests.
 type sshTestServer struct {
 	srv  *testserver.Server
 	addr string
@@ -43,10 +48,31 @@ type sshTestServer struct {
 	pub  ssh.PublicKey
 	ln   net.Listener
 	wg   sync.WaitGroup
+	exec func(cmd string) execAnswer // nil: exec requests are refused
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	closed   bool
+	commands []string
+}
+
+// execAnswer is what the in-process SSH server does with one command.
+type execAnswer struct {
+	refuse         bool // refuse the exec request
+	stdout, stderr string
+	status         uint32
+	// hang, when not nil, keeps the command running until it is closed or the client
+	// closes the session; closed (if not nil) is then closed when the client did.
+	hang, closed chan struct{}
+}
+
+// startExecSSH is newSSHTestServer whose exec requests exec answers.
+func startExecSSH(t *testing.T, opts testserver.Options, exec func(cmd string) execAnswer) *sshTestServer {
+	t.Helper()
+	tsNoLeaks(t)
+	s := newSSHTestServer(t, opts)
+	s.exec = exec // before any connection: accept only serves what dials in
+	return s
 }
 
 func newSSHTestServer(t *testing.T, opts testserver.Options) *sshTestServer {
@@ -119,13 +145,20 @@ func (s *sshTestServer) serve(nc net.Conn) {
 }
 
 // session serves one session channel: the "sftp" subsystem runs a session of the
-// in-process server on the channel's streams; every other request is refused.
+// in-process server on the channel's streams, an exec runs the test's answer when the
+// server has exec; every other request is refused.
 func (s *sshTestServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ch.Close()
 	started := false
 	for req := range reqs {
+		if !started && req.Type == "exec" && s.exec != nil {
+			if s.runExec(ch, req, reqs) {
+				return
+			}
+			continue
+		}
 		var sub struct{ Name string }
 		ok := !started && req.Type == "subsystem" && ssh.Unmarshal(req.Payload, &sub) == nil && sub.Name == "sftp"
 		if req.WantReply {
@@ -146,6 +179,68 @@ func (s *sshTestServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			ch.Close()
 		})
 	}
+}
+
+// runExec answers an exec request with the test's answer and plays it; false when
+// the request was refused and the session goes on.
+func (s *sshTestServer) runExec(ch ssh.Channel, req *ssh.Request, reqs <-chan *ssh.Request) bool {
+	var p struct{ Command string }
+	if ssh.Unmarshal(req.Payload, &p) != nil {
+		req.Reply(false, nil)
+		return false
+	}
+	s.mu.Lock()
+	s.commands = append(s.commands, p.Command)
+	s.mu.Unlock()
+	a := s.exec(p.Command)
+	req.Reply(!a.refuse, nil)
+	if a.refuse {
+		return false
+	}
+	s.play(ch, reqs, a)
+	return true
+}
+
+// play plays a command: its output, then (after hang, if any) its exit status. The
+// client closing the session closes reqs.
+func (s *sshTestServer) play(ch ssh.Channel, reqs <-chan *ssh.Request, a execAnswer) {
+	io.WriteString(ch, a.stdout)
+	io.WriteString(ch.Stderr(), a.stderr)
+	if a.hang != nil {
+		gone := make(chan struct{})
+		s.wg.Go(func() {
+			for r := range reqs {
+				r.Reply(false, nil)
+			}
+			close(gone)
+		})
+		select {
+		case <-a.hang:
+		case <-gone:
+			if a.closed != nil {
+				close(a.closed)
+			}
+			return
+		}
+	}
+	ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{a.status}))
+}
+
+// ran returns the commands the server was asked to run, in order.
+func (s *sshTestServer) ran() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.commands...)
+}
+
+// client connects a Client on a new SSH connection (both closed at cleanup).
+func (s *sshTestServer) client(t *testing.T, opts ...Option) *Client {
+	t.Helper()
+	sc := s.dial(t, s.addr)
+	c, err := NewClient(testCtx(t), sc, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // dial makes an SSH connection to the server at addr (s.addr, or a proxy in front of
