@@ -52,7 +52,9 @@ import (
 // the cross-server suite (xs_test.go). docs/design.md, "Where a test goes", has the
 // table. Every wait is bounded as testctx_test.go says.
 
-const sftpServerPath = "/usr/lib/openssh/sftp-server"
+// sftpServerPath is OpenSSH's sftp-server, found by internal/sshdtest's one rule (""
+// when it is not installed: the tests that start it skip).
+var sftpServerPath = sshdtest.SFTPServerPath()
 
 // serverProc is an OpenSSH sftp-server child process speaking over pipes.
 type serverProc struct {
