@@ -93,7 +93,7 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // syscall.EBADF; on one opened os.O_RDONLY, so do Write, WriteAt, WriteString and
 // ReadFrom. No request is sent for them. Attribute changes (Truncate, Chmod, Chown,
 // Chtimes) and Sync are sent whatever the mode: the server decides, as the kernel
-// does for ftruncate and fchmod.
+// does for ftruncate and localfs.Fchmod.
 //
 // With os.O_CREATE|os.O_EXCL, a name that exists already (a file, a directory, a link
 // even to nothing) fails the open with an error matching fs.ErrExist, as os.OpenFile's

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
@@ -242,7 +243,7 @@ type getPutCall struct {
 	ctx   context.Context
 	o     transferOptions
 	rep   *reporter
-	local *localDest // Get: where every local write goes
+	local *localfs.Dest // Get: where every local write goes
 	// share is how many files move side by side: each file's transfer keeps that
 	// share of the window (File.share, see fileShare), so a tree's memory stays
 	// bounded.
@@ -328,10 +329,10 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 		return err
 	}
 	if fi.IsDir() {
-		if t.local, err = openLocalDest(local, true, dirPerm(fi.Mode(), remoteHasPerm(fi))); err != nil {
+		if t.local, err = localfs.OpenDest(local, true, dirPerm(fi.Mode(), remoteHasPerm(fi))); err != nil {
 			return pathErr("get", remote, err)
 		}
-		defer t.local.close()
+		defer t.local.Close()
 		return t.getTree(remote, fi)
 	}
 	if t.skipped(remote, fi) {
@@ -341,11 +342,11 @@ func (c *Client) Get(ctx context.Context, remote, local string, opts ...Transfer
 	if lfi, err := os.Stat(local); err == nil && specialMode(lfi.Mode()) {
 		return pathErr("get", remote, t.getInPlace(ctx, remote, local, fi, lfi))
 	}
-	if t.local, err = openLocalDest(local, false, 0); err != nil {
+	if t.local, err = localfs.OpenDest(local, false, 0); err != nil {
 		return pathErr("get", remote, err)
 	}
-	defer t.local.close()
-	return pathErr("get", remote, t.getFile(ctx, remote, t.local.name, fi))
+	defer t.local.Close()
+	return pathErr("get", remote, t.getFile(ctx, remote, t.local.Name, fi))
 }
 
 // Put copies the local file or, with Recursive, directory to remote. remote names the
@@ -395,16 +396,16 @@ func (c *Client) Put(ctx context.Context, local, remote string, opts ...Transfer
 	case t.skipped(local, fi):
 		return nil
 	}
-	return pathErr("put", local, t.putFileTo(ctx, localSource{path: local, info: fi}, remote))
+	return pathErr("put", local, t.putFileTo(ctx, localfs.Source{Path: local, Info: fi}, remote))
 }
 
 // putFileTo copies the local file ls to remote, the copy's name.
-func (t *getPutCall) putFileTo(ctx context.Context, ls localSource, remote string) error {
+func (t *getPutCall) putFileTo(ctx context.Context, ls localfs.Source, remote string) error {
 	device, err := t.lookRemoteDest(ctx, remote)
 	if err != nil {
 		return err
 	}
-	t.rep.plan(ls.info.Size())
+	t.rep.plan(ls.Info.Size())
 	if device {
 		return t.putInPlace(ctx, ls, remote)
 	}
@@ -432,7 +433,7 @@ func (t *getPutCall) lookRemoteDest(ctx context.Context, remote string) (device 
 	case rfi.IsDir() && t.c.phantomDir(ctx, remote):
 		return false, nil
 	case rfi.IsDir():
-		return false, pathErr("put", remote, errIsDirectory)
+		return false, pathErr("put", remote, localfs.ErrIsDirectory)
 	case rfi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0:
 		return false, pathErr("put", remote, errRemoteFIFO)
 	}
@@ -486,13 +487,13 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 	if resumed != nil {
 		lf, off, err = t.reopenLocalPart(ctx, f, part, resumed, off, perm)
 	} else {
-		lf, err = t.local.createPart(part, perm)
+		lf, err = t.local.CreatePart(part, perm)
 	}
 	if err != nil {
 		f.Close()
 		return err
 	}
-	p := t.rep.start(src, t.local.path(dst), off, size)
+	p := t.rep.start(src, t.local.Path(dst), off, size)
 	defer func() { p.end(ctx, err) }()
 	chk, err := t.startGetCheck(ctx, src, part, lf, off)
 	if err != nil {
@@ -509,14 +510,14 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		err = t.finishLocal(lf, part, fi)
 	}
 	if err == nil {
-		err = chk.verify(ctx, "get", src, src, t.local.path(part), off+n)
+		err = chk.verify(ctx, "get", src, src, t.local.Path(part), off+n)
 	}
 	if err != nil {
 		var ve *VerifyError
 		switch {
 		case chk.nothingToKeep(off+n, err):
 			lf.Close()
-			t.local.remove(part)
+			t.local.Remove(part)
 		case errors.As(err, &ve):
 			// Kept for the caller to look at, never to be continued: no mark.
 			lf.Close()
@@ -529,7 +530,7 @@ func (t *getPutCall) getFile(ctx context.Context, src, dst string, fi fs.FileInf
 		}
 		return err
 	}
-	return t.local.rename(part, dst)
+	return t.local.Rename(part, dst)
 }
 
 // download moves the data of f (opened on src, listed as size bytes) into lf from off,
@@ -579,9 +580,9 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 		if at, mt, ok := remoteTimes(fi); ok {
 			// Through the descriptor where the system allows: the name could have
 			// been swapped since.
-			err := futimes(lf, at, mt)
+			err := localfs.Futimes(lf, at, mt)
 			if errors.Is(err, errors.ErrUnsupported) {
-				err = t.local.chtimes(part, at, mt)
+				err = t.local.Chtimes(part, at, mt)
 			}
 			if err != nil {
 				return err
@@ -597,13 +598,13 @@ func (t *getPutCall) finishLocal(lf *os.File, part string, fi fs.FileInfo) error
 }
 
 // putFile copies the local regular file src to the remote path dst.
-func (t *getPutCall) putFile(ctx context.Context, ls localSource, dst string) (err error) {
-	src, fi := ls.path, ls.info
+func (t *getPutCall) putFile(ctx context.Context, ls localfs.Source, dst string) (err error) {
+	src, fi := ls.Path, ls.Info
 	if t.o.skipUnchanged && t.unchangedPut(ctx, ls, dst) {
 		t.rep.skip(src, dst, fi.Size())
 		return nil
 	}
-	lf, err := ls.open()
+	lf, err := ls.Open()
 	if err != nil {
 		return err
 	}

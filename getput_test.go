@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -258,19 +259,19 @@ func TestGetPutNamesTheCopy(t *testing.T) {
 	gpWrite(t, filepath.Join(local, "a.txt"), data)
 
 	// A file onto an existing directory is an error, both ways, and nothing moves.
-	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote), errIsDirectory)
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), remote), localfs.ErrIsDirectory)
 	require.Empty(t, dirNames(t, remote))
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), filepath.Join(remote, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(remote, "a.txt")))
 	into := filepath.Join(local, "into")
 	require.NoError(t, os.Mkdir(into, 0o755))
-	require.ErrorIs(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into), errIsDirectory)
+	require.ErrorIs(t, c.Get(ctx, filepath.Join(remote, "a.txt"), into), localfs.ErrIsDirectory)
 	require.Empty(t, dirNames(t, into))
 	require.NoError(t, c.Get(ctx, filepath.Join(remote, "a.txt"), filepath.Join(into, "a.txt")))
 	require.Equal(t, data, gpRead(t, filepath.Join(into, "a.txt")))
 
 	// "." is the server's start directory, a directory like any other.
-	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."), errIsDirectory)
+	require.ErrorIs(t, c.Put(ctx, filepath.Join(local, "a.txt"), "."), localfs.ErrIsDirectory)
 	require.NoError(t, c.Put(ctx, filepath.Join(local, "a.txt"), "rel.txt"))
 	require.Equal(t, data, gpRead(t, filepath.Join(serveDir, "rel.txt")))
 	require.NoError(t, c.Get(ctx, "rel.txt", filepath.Join(local, "rel-back.txt")))
@@ -822,10 +823,10 @@ func TestTransferOptionsValidate(t *testing.T) {
 
 func TestPlainName(t *testing.T) {
 	for _, name := range []string{"a", "a.b", "..a", "a..", " ", "-"} {
-		require.True(t, plainName(name), name)
+		require.True(t, localfs.PlainName(name), name)
 	}
 	for _, name := range []string{"", ".", "..", "a/b", "/a", "../a", "a/"} {
-		require.False(t, plainName(name), name)
+		require.False(t, localfs.PlainName(name), name)
 	}
 }
 

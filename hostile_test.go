@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/sluicehq/sftp/internal/sshfx"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
@@ -108,13 +109,13 @@ func TestHostileGetLinkFromEarlierRun(t *testing.T) {
 
 	// Nested: the tree's a/d meets the link.
 	err = c.Get(ctx, top, filepath.Join(local, "top"), Recursive(), Preserve())
-	require.ErrorIs(t, err, errLinkInTheWay)
+	require.ErrorIs(t, err, localfs.ErrLinkInTheWay)
 	untouched()
 
 	// Root: the copy itself is the link (as when a caller names the copy after the
 	// source's base name in a directory an earlier run filled).
 	err = c.Get(ctx, filepath.Join(top, "a", "d"), filepath.Join(local, "top", "a", "d"), Recursive(), Preserve())
-	require.ErrorIs(t, err, errLinkInTheWay)
+	require.ErrorIs(t, err, localfs.ErrLinkInTheWay)
 	untouched()
 }
 
@@ -364,12 +365,12 @@ func TestHostilePutThroughRemoteLinks(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(remote, "nested", "tree"), 0o755))
 	require.NoError(t, os.Symlink(dir, filepath.Join(remote, "nested", "tree", "d")))
 	err := c.Put(ctx, filepath.Join(local, "tree"), filepath.Join(remote, "nested", "tree"), Recursive(), Preserve())
-	require.ErrorIs(t, err, errLinkInTheWay)
+	require.ErrorIs(t, err, localfs.ErrLinkInTheWay)
 	untouched()
 
 	require.NoError(t, os.Mkdir(filepath.Join(remote, "root"), 0o755))
 	require.NoError(t, os.Symlink(dir, filepath.Join(remote, "root", "d")))
 	err = c.Put(ctx, filepath.Join(local, "tree", "d"), filepath.Join(remote, "root", "d"), Recursive(), Preserve())
-	require.ErrorIs(t, err, errLinkInTheWay)
+	require.ErrorIs(t, err, localfs.ErrLinkInTheWay)
 	untouched()
 }

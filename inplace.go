@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sftp/internal/localfs"
 )
 
 // Destinations that are not regular files. Get and Put write a regular file under a
@@ -36,7 +38,7 @@ func specialMode(m fs.FileMode) bool { return !m.IsRegular() && !m.IsDir() }
 func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs.FileInfo) (err error) {
 	// Not blocking: a FIFO with no reader fails at once (ENXIO) instead of holding
 	// the open past ctx.
-	lf, err := os.OpenFile(dst, os.O_WRONLY|localOpenFlags, 0)
+	lf, err := os.OpenFile(dst, os.O_WRONLY|localfs.OpenFlags, 0)
 	if errors.Is(err, syscall.ENXIO) {
 		return fmt.Errorf("sftp: no process has %s open for reading: %w", dst, err)
 	}
@@ -44,7 +46,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 		return err
 	}
 	defer lf.Close()
-	if err := checkSame(lf, lfi, specialMode); err != nil {
+	if err := localfs.CheckSame(lf, lfi, specialMode); err != nil {
 		return pathErr("open", dst, err)
 	}
 	unhook, err := writeWithin(ctx, lf)
@@ -86,7 +88,7 @@ func (t *getPutCall) getInPlace(ctx context.Context, src, dst string, fi, lfi fs
 // such as /dev/null) writes do not wait, and lf is made blocking.
 func writeWithin(ctx context.Context, lf *os.File) (unhook func(), err error) {
 	if lf.SetWriteDeadline(time.Time{}) != nil {
-		return func() {}, setBlocking(lf)
+		return func() {}, localfs.SetBlocking(lf)
 	}
 	stop := context.AfterFunc(ctx, func() { lf.SetWriteDeadline(time.Unix(1, 0)) })
 	return func() { stop() }, nil
@@ -95,13 +97,13 @@ func writeWithin(ctx context.Context, lf *os.File) (unhook func(), err error) {
 // putInPlace copies the local file ls to the existing remote device dst: opened for
 // writing only (no create, no truncate) and written, never replaced. It is never
 // striped: another lane would open it again by name.
-func (t *getPutCall) putInPlace(ctx context.Context, ls localSource, dst string) error {
-	lf, err := ls.open()
+func (t *getPutCall) putInPlace(ctx context.Context, ls localfs.Source, dst string) error {
+	lf, err := ls.Open()
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	_, err = t.sendInPlace(ctx, lf, ls.path, ls.info.Size(), dst)
+	_, err = t.sendInPlace(ctx, lf, ls.Path, ls.Info.Size(), dst)
 	return err
 }
 

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/stretchr/testify/require"
 )
 
-// Put's local sources are opened as they were listed or not at all (localsource.go).
+// Put's local sources are opened as they were listed or not at all (internal/localfs, source.go).
 // Each test swaps a listed file for something else between the walk and the open:
 // with Parallel(1) the two files of a directory are listed together, and the second
 // is opened only once the first has finished, so the first's last progress report is
@@ -48,7 +49,7 @@ func TestPutSourceSwappedAfterTheWalk(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		swap func(t *testing.T, name string)
-		want error // what the failure matches, beside errSwapped's or the root's refusal
+		want error // what the failure matches, beside localfs.ErrSwapped's or the root's refusal
 	}{
 		{"link outside", func(t *testing.T, name string) {
 			require.NoError(t, os.Remove(name))
@@ -58,16 +59,16 @@ func TestPutSourceSwappedAfterTheWalk(t *testing.T) {
 			// To a file of the tree the walk did not list at this name.
 			require.NoError(t, os.Remove(name))
 			require.NoError(t, os.Symlink("sub/inside", name))
-		}, errSwapped},
+		}, localfs.ErrSwapped},
 		{"fifo", func(t *testing.T, name string) {
 			require.NoError(t, os.Remove(name))
 			mkfifo(t, name, 0o644)
-		}, errSwapped},
+		}, localfs.ErrSwapped},
 		{"hard link", func(t *testing.T, name string) {
 			// Another name of the secret: a regular file, not the one listed.
 			require.NoError(t, os.Remove(name))
 			require.NoError(t, os.Link(secret, name))
-		}, errSwapped},
+		}, localfs.ErrSwapped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := filepath.Join(local, strings.ReplaceAll(tc.name, " ", "-"), "dir")

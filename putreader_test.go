@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -194,7 +195,7 @@ func TestPutReaderRefuses(t *testing.T) {
 	require.Zero(t, srv.Requests(testserver.TypeOpen))
 
 	_, err = c.PutReader(ctx, strings.NewReader("x"), "/d")
-	require.ErrorIs(t, err, errIsDirectory)
+	require.ErrorIs(t, err, localfs.ErrIsDirectory)
 	_, err = srv.Lstat("/.d" + partSuffix)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	requireWorks(t, c)

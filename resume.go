@@ -113,7 +113,7 @@ import (
 // there too. The file's first progress report says why (Progress.StartedOver), and
 // Capabilities records the refusal.
 //
-// A download's part file is local (localDest.reopenPart): opened through the root
+// A download's part file is local (localfs.Dest.reopenPart): opened through the root
 // without blocking, and checked to be the file LSTAT showed (os.SameFile), which no
 // link or FIFO put in its place can be. Its bytes just before R (up to one READ) must
 // be the remote file's at the same offsets, or it is replaced and the download starts
@@ -293,17 +293,17 @@ func (t *getPutCall) localResumePoint(pfi fs.FileInfo) int64 {
 // long enough to hold a proven byte).
 func (t *getPutCall) resumePoint(part string, size int64) (off int64, pfi fs.FileInfo, err error) {
 	d := t.local
-	pfi, err = d.lstat(part)
+	pfi, err = d.Lstat(part)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return 0, nil, nil
 	case err != nil:
 		return 0, nil, err
 	case !pfi.Mode().IsRegular():
-		return 0, nil, pathErr("resume", d.path(part), errNotRegular)
+		return 0, nil, pathErr("resume", d.Path(part), errNotRegular)
 	}
 	if size >= 0 && pfi.Size() > size {
-		return 0, nil, partTooLong(d.path(part), pfi.Size(), size)
+		return 0, nil, partTooLong(d.Path(part), pfi.Size(), size)
 	}
 	if off = t.localResumePoint(pfi); off == 0 {
 		return 0, nil, nil
@@ -317,7 +317,7 @@ func (t *getPutCall) resumePoint(part string, size int64) (off int64, pfi fs.Fil
 // another file, is not continued. When it does not, the part is replaced by a new one,
 // empty, and off is 0.
 func (t *getPutCall) reopenLocalPart(ctx context.Context, f *File, part string, pfi fs.FileInfo, off int64, perm fs.FileMode) (*os.File, int64, error) {
-	lf, err := t.local.reopenPart(part, pfi)
+	lf, err := t.local.ReopenPart(part, pfi)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -333,6 +333,6 @@ func (t *getPutCall) reopenLocalPart(ctx context.Context, f *File, part string, 
 		return lf, off, nil
 	}
 	lf.Close()
-	lf, err = t.local.createPart(part, perm)
+	lf, err = t.local.CreatePart(part, perm)
 	return lf, 0, err
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
@@ -89,11 +90,11 @@ func markLocalPart(lf *os.File, size int64) error {
 		return err
 	}
 	mark := time.Unix(markTime, 0)
-	return futimes(lf, mark, mark)
+	return localfs.Futimes(lf, mark, mark)
 }
 
 // unmarkLocal takes the mark off lf, a marked part about to be continued.
 func unmarkLocal(lf *os.File) error {
 	now := time.Unix(int64(unmarkedNow()), 0)
-	return futimes(lf, now, now)
+	return localfs.Futimes(lf, now, now)
 }

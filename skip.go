@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+
+	"github.com/sluicehq/sftp/internal/localfs"
 )
 
 // SkipUnchanged makes Get and Put leave alone a file whose destination already has
@@ -49,11 +51,11 @@ func (t *getPutCall) skipped(src string, fi fs.FileInfo) bool {
 	return t.o.skipFile != nil && t.o.skipFile(src, fi)
 }
 
-// unchangedLocal reports whether the local file dst (relative to the Get's root)
+// unchangedLocal reports whether the local file dst (relative to d's root)
 // matches the remote fi. Lstat, so a link standing at dst is never taken for the copy.
-func (d *localDest) unchangedLocal(dst string, fi fs.FileInfo) bool {
+func unchangedLocal(d *localfs.Dest, dst string, fi fs.FileInfo) bool {
 	_, mtime, ok := remoteTimes(fi)
-	lfi, err := d.lstat(dst)
+	lfi, err := d.Lstat(dst)
 	return ok && err == nil && lfi.Mode().IsRegular() && lfi.Size() == remoteSize(fi) &&
 		lfi.ModTime().Unix() == mtime.Unix()
 }

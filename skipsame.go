@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/sluicehq/sftp/internal/localfs"
 )
 
 // SkipIdentical makes Get and Put leave alone a file whose destination already holds
@@ -24,13 +26,13 @@ func SkipIdentical() TransferOption {
 // name in the local destination's root, alone.
 func (t *getPutCall) unchangedGet(ctx context.Context, src, dst string, fi fs.FileInfo) bool {
 	if !t.o.sameContent {
-		return t.local.unchangedLocal(dst, fi)
+		return unchangedLocal(t.local, dst, fi)
 	}
-	lfi, err := t.local.lstat(dst)
+	lfi, err := t.local.Lstat(dst)
 	if err != nil || !lfi.Mode().IsRegular() || lfi.Size() != remoteSize(fi) {
 		return false
 	}
-	lf, err := t.local.root.OpenFile(dst, os.O_RDONLY|localOpenFlags, 0)
+	lf, err := t.local.Root.OpenFile(dst, os.O_RDONLY|localfs.OpenFlags, 0)
 	if err != nil {
 		return false
 	}
@@ -43,15 +45,15 @@ func (t *getPutCall) unchangedGet(ctx context.Context, src, dst string, fi fs.Fi
 
 // unchangedPut reports whether a Put of the local file ls may leave the remote file
 // dst alone.
-func (t *getPutCall) unchangedPut(ctx context.Context, ls localSource, dst string) bool {
+func (t *getPutCall) unchangedPut(ctx context.Context, ls localfs.Source, dst string) bool {
 	if !t.o.sameContent {
-		return t.unchangedRemote(ctx, dst, ls.info)
+		return t.unchangedRemote(ctx, dst, ls.Info)
 	}
 	rfi, err := t.c.Lstat(ctx, dst)
-	if err != nil || !rfi.Mode().IsRegular() || remoteSize(rfi) != ls.info.Size() {
+	if err != nil || !rfi.Mode().IsRegular() || remoteSize(rfi) != ls.Info.Size() {
 		return false
 	}
-	lf, err := ls.open()
+	lf, err := ls.Open()
 	if err != nil {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -470,14 +469,6 @@ func (q *replyQueue) close() {
 }
 
 var errUnsafeName = errors.New("sftp: the server listed a name that is not a plain file name")
-
-// plainName reports whether a name from a remote listing names an entry of the local
-// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x". The rules
-// are plainNameOn's for this system's separator; filepath.IsLocal has the OS's own say
-// on top.
-func plainName(name string) bool {
-	return plainNameOn(name, filepath.Separator) && filepath.IsLocal(name)
-}
 
 var (
 	errDuplicateName = errors.New("sftp: the same name is being copied already (the server listed it twice)")

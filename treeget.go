@@ -10,10 +10,12 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluicehq/sftp/internal/localfs"
 )
 
 // The Get half of a tree transfer: the remote tree is listed a READDIR page at a
-// time, the local one made through the os.Root of the destination (localroot.go).
+// time, the local one made through the os.Root of the destination (internal/localfs, dest.go).
 
 // getSide lists remote directories and makes local ones.
 type getSide struct {
@@ -38,7 +40,7 @@ func (t *getPutCall) getTree(src string, fi fs.FileInfo) error {
 	r, g := t.newGetRun()
 	g.pre, t.rootDir = t.rootDir, nil
 	r.slots.Acquire(t.ctx, 1) // free: nothing else runs yet
-	r.walkRoot(&treeDir{treeEntry: treeEntry{src: src, dst: t.local.name, info: stripInfo(fi)}, top: &treeTop{src: src}})
+	r.walkRoot(&treeDir{treeEntry: treeEntry{src: src, dst: t.local.Name, info: stripInfo(fi)}, top: &treeTop{src: src}})
 	r.slots.Release(1)
 	err := r.wait()
 	if g.pre != nil {
@@ -75,8 +77,8 @@ func (c *Client) GetAll(ctx context.Context, remotes []string, dir string, opts 
 	if err != nil {
 		return err
 	}
-	t.local = &localDest{root: root, dir: dir, name: "."}
-	defer t.local.close()
+	t.local = &localfs.Dest{Root: root, Dir: dir, Name: "."}
+	defer t.local.Close()
 	r, _ := t.newGetRun()
 	r.eachSource(remotes, bases, r.getSource)
 	return r.wait()
@@ -89,7 +91,7 @@ func distinctBases(srcs []string, base func(string) string) ([]string, error) {
 	seen := make(map[string]string, len(srcs))
 	for i, s := range srcs {
 		b := base(s)
-		if !plainName(b) {
+		if !localfs.PlainName(b) {
 			return nil, pathErr("copy", s, errors.New("sftp: the source has no base name to give its copy"))
 		}
 		if other, ok := seen[b]; ok {
@@ -131,8 +133,8 @@ func (r *treeRun) getSource(src, dst string) {
 		r.fail(src, errNotRegular)
 	case t.skipped(src, fi):
 	default:
-		if lfi, err := t.local.lstat(dst); err == nil && lfi.IsDir() {
-			r.fail(src, errIsDirectory)
+		if lfi, err := t.local.Lstat(dst); err == nil && lfi.IsDir() {
+			r.fail(src, localfs.ErrIsDirectory)
 			return
 		}
 		r.foundFile(fi)
@@ -142,7 +144,7 @@ func (r *treeRun) getSource(src, dst string) {
 
 // enter makes the local directory, or finds it there (never a link in its place).
 func (g *getSide) enter(_ context.Context, d *treeDir) error {
-	return g.t.local.mkdir(d.dst, dirPerm(d.info.Mode(), remoteHasPerm(d.info)))
+	return g.t.local.Mkdir(d.dst, dirPerm(d.info.Mode(), remoteHasPerm(d.info)))
 }
 
 // list lists the remote directory a READDIR page at a time, with READDIRs in flight
@@ -214,7 +216,7 @@ func (g *getSide) emitPage(d *treeDir, page []fs.DirEntry, emit func(treeEntry) 
 		src := path.Join(d.src, name)
 		// The name becomes part of a local path: one that is not a plain name ("..",
 		// "a/b") would let the server write outside the destination.
-		if !plainName(name) {
+		if !localfs.PlainName(name) {
 			g.r.fail(src, errUnsafeName)
 			continue
 		}
@@ -281,7 +283,7 @@ func (g *getSide) link(ctx context.Context, _ *treeDir, e treeEntry) error {
 	if err != nil {
 		return err
 	}
-	return g.t.local.symlink(target, e.dst)
+	return g.t.local.Symlink(target, e.dst, e.dst+partSuffix)
 }
 
 // finish gives the local directory its source's mode and times: last, as creating
@@ -289,7 +291,7 @@ func (g *getSide) link(ctx context.Context, _ *treeDir, e treeEntry) error {
 // stopped them being created.
 func (g *getSide) finish(_ context.Context, d *treeDir) error {
 	at, mt, ok := remoteTimes(d.info)
-	return g.t.local.setDirMeta(d.dst, d.info.Mode()&modeBits, ok, at, mt)
+	return g.t.local.SetDirMeta(d.dst, d.info.Mode()&modeBits, ok, at, mt)
 }
 
 // statSource looks at what a Get copies: a regular file, or with Recursive a

@@ -12,11 +12,12 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/sluicehq/sftp/internal/localfs"
 	"github.com/sluicehq/sftp/internal/sshfx"
 )
 
 // The Put half of a tree transfer: the local tree is listed a page at a time through
-// an os.Root on the source (localsource.go), the remote one made by MKDIRs that go
+// an os.Root on the source (internal/localfs, source.go), the remote one made by MKDIRs that go
 // out as directories are found.
 //
 // Where the remote root was missing, nothing below it can be a link, so the MKDIRs of
@@ -86,7 +87,7 @@ func (p *putSide) openTop(src, dst string, rr remoteRoot) (*treeTop, error) {
 	case rr.assumed:
 	case err == nil && fi.IsDir():
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return nil, pathErr("mkdir", dst, errLinkInTheWay)
+		return nil, pathErr("mkdir", dst, localfs.ErrLinkInTheWay)
 	case err == nil:
 		return nil, pathErr("mkdir", dst, syscall.ENOTDIR)
 	case errors.Is(err, fs.ErrNotExist):
@@ -271,7 +272,7 @@ func (p *putSide) list(ctx context.Context, d *treeDir, emit func(treeEntry) err
 	if err != nil {
 		return err
 	}
-	f, err := openLocalDir(d.top.root, rel, d.info)
+	f, err := localfs.OpenDir(d.top.root, rel, d.info)
 	if err != nil {
 		return err
 	}
@@ -334,13 +335,13 @@ func (p *putSide) file(ctx context.Context, d *treeDir, e treeEntry) error {
 	if err := p.made(ctx, d); err != nil {
 		return err
 	}
-	src := localSource{path: e.src, info: e.info}
+	src := localfs.Source{Path: e.src, Info: e.info}
 	if d != nil {
 		rel, err := d.top.rel(e.src)
 		if err != nil {
 			return err
 		}
-		src.root, src.name = d.top.root, rel
+		src.Root, src.Name = d.top.root, rel
 	}
 	return p.t.putFile(ctx, src, e.dst)
 }
@@ -391,9 +392,9 @@ func (p *putSide) setDirAttrs(ctx context.Context, d *treeDir) error {
 	return c.setstat(ctx, "setstat", d.dst, a)
 }
 
-// errNoLongerDir is the failure of a directory replaced by something else (a link,
-// say) before its mode and times were set: they are not set on what replaced it.
-var errNoLongerDir = errors.New("sftp: the directory was replaced since it was made; its mode and times are not set")
+// errNoLongerDir is the failure of a remote directory replaced by something else
+// before its mode and times were set: the same failure as a local one's.
+var errNoLongerDir = localfs.ErrNoLongerDir
 
 // rel is the path of src, a path in the tree, relative to the tree's source.
 func (top *treeTop) rel(src string) (string, error) {
@@ -418,7 +419,7 @@ func (t *getPutCall) mkdirRemote(ctx context.Context, name string, perm fs.FileM
 		case fi.IsDir():
 			return false, nil
 		case fi.Mode()&fs.ModeSymlink != 0:
-			return false, pathErr("mkdir", name, errLinkInTheWay)
+			return false, pathErr("mkdir", name, localfs.ErrLinkInTheWay)
 		}
 	}
 	return false, err
@@ -432,7 +433,7 @@ func (t *getPutCall) mkdirRemoteRoot(ctx context.Context, name string, perm fs.F
 	case err == nil && fi.IsDir():
 		return nil
 	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return pathErr("mkdir", name, errLinkInTheWay)
+		return pathErr("mkdir", name, localfs.ErrLinkInTheWay)
 	case err == nil:
 		return pathErr("mkdir", name, syscall.ENOTDIR)
 	case !errors.Is(err, fs.ErrNotExist):
@@ -441,7 +442,7 @@ func (t *getPutCall) mkdirRemoteRoot(ctx context.Context, name string, perm fs.F
 	return t.c.MkdirAll(ctx, name, perm)
 }
 
-// symlinkRemote is localDest.symlink on the server.
+// symlinkRemote is localfs.Dest.symlink on the server.
 func (t *getPutCall) symlinkRemote(ctx context.Context, target, dst string) error {
 	err := t.c.Symlink(ctx, target, dst)
 	if err == nil {

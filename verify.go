@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/sluicehq/sftp/internal/localfs"
 )
 
 // Verify: each file of a Get or Put is hashed here while its bytes move (sumfeed.go),
@@ -220,13 +222,13 @@ func (t *getPutCall) partCheck(ctx context.Context, part string, lf *os.File, of
 	if err != nil {
 		return nil, err
 	}
-	rf, err := t.local.root.OpenFile(part, os.O_RDONLY|localOpenFlags, 0)
+	rf, err := t.local.Root.OpenFile(part, os.O_RDONLY|localfs.OpenFlags, 0)
 	if err != nil {
-		return nil, t.local.err(err)
+		return nil, t.local.Err(err)
 	}
 	defer rf.Close()
-	if err := checkOpened(rf, fi, fs.FileMode.IsRegular); err != nil {
-		return nil, pathErr("verify", t.local.path(part), err)
+	if err := localfs.CheckOpened(rf, fi, fs.FileMode.IsRegular); err != nil {
+		return nil, pathErr("verify", t.local.Path(part), err)
 	}
 	return t.startCheck(ctx, rf, off)
 }

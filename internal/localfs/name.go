@@ -1,13 +1,16 @@
-package sftp
+package localfs
 
-import "strings"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // Names a server lists become parts of local paths (Get of a tree), so whether a name
 // is safe to join to a local directory depends on the local system, not the server's:
 // "a\b" is one harmless name on Unix, and a path two levels deep on Windows. The check
 // is a pure function of the separator so that both readings are tested on any OS.
 
-// plainNameOn reports whether name, from a remote directory listing, names exactly one
+// PlainNameOn reports whether name, from a remote directory listing, names exactly one
 // entry of the local directory it is joined to, on a local system whose path separator
 // is sep ('/' for Unix, '\\' for Windows). Refused are "", "." and "..", any name with
 // a '/' (a separator everywhere) or a NUL, and where sep is '\\' also:
@@ -16,7 +19,7 @@ import "strings"
 //     and ".. " would be "..";
 //   - the device names Windows reserves in every directory (CON, NUL, COM1, ...),
 //     with or without an extension.
-func plainNameOn(name string, sep byte) bool {
+func PlainNameOn(name string, sep byte) bool {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return false
 	}
@@ -47,4 +50,12 @@ func windowsDeviceName(name string) bool {
 		return true
 	}
 	return false
+}
+
+// PlainName reports whether a name from a remote listing names an entry of the local
+// directory it is joined to, and nothing else: not "..", not "a/b", not "C:x". The rules
+// are PlainNameOn's for this system's separator; filepath.IsLocal has the OS's own say
+// on top.
+func PlainName(name string) bool {
+	return PlainNameOn(name, filepath.Separator) && filepath.IsLocal(name)
 }

@@ -1,4 +1,4 @@
-package sftp
+package localfs
 
 import (
 	"os"
@@ -7,9 +7,9 @@ import (
 	"unsafe"
 )
 
-// futimes sets f's access and modification times through its descriptor:
+// Futimes sets f's access and modification times through its descriptor:
 // utimensat(fd, NULL, times, 0), as glibc's futimens does.
-func futimes(f *os.File, atime, mtime time.Time) error {
+func Futimes(f *os.File, atime, mtime time.Time) error {
 	ts := [2]syscall.Timespec{syscall.NsecToTimespec(atime.UnixNano()), syscall.NsecToTimespec(mtime.UnixNano())}
 	rc, err := f.SyscallConn()
 	if err != nil {

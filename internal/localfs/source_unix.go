@@ -1,6 +1,6 @@
 //go:build unix
 
-package sftp
+package localfs
 
 import (
 	"io/fs"
@@ -8,13 +8,13 @@ import (
 	"syscall"
 )
 
-// localOpenFlags keep the open of a local file checked after it is opened from
+// OpenFlags keep the open of a local file checked after it is opened from
 // blocking (on a FIFO with no writer, say) and from making a terminal the process's
 // controlling one.
-const localOpenFlags = syscall.O_NONBLOCK | syscall.O_NOCTTY
+const OpenFlags = syscall.O_NONBLOCK | syscall.O_NOCTTY
 
-// setBlocking clears O_NONBLOCK once the file is known to be the one wanted.
-func setBlocking(f *os.File) error {
+// SetBlocking clears O_NONBLOCK once the file is known to be the one wanted.
+func SetBlocking(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -26,4 +26,4 @@ func setBlocking(f *os.File) error {
 	return serr
 }
 
-func fchmod(f *os.File, mode fs.FileMode) error { return f.Chmod(mode) }
+func Fchmod(f *os.File, mode fs.FileMode) error { return f.Chmod(mode) }

@@ -1,4 +1,4 @@
-package sftp
+package localfs
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 //   - goes through the os.Root of the tree where there is one, so a link cannot lead
 //     outside it;
 //   - does not block and does not take a terminal as controlling one (O_NONBLOCK and
-//     O_NOCTTY where the system has them: localOpenFlags);
+//     O_NOCTTY where the system has them: OpenFlags);
 //   - is checked, by fstat on what was opened, to be a file of the kind expected and
 //     os.SameFile as the one looked at; otherwise it is closed and that file fails,
 //     with nothing read from or written to it.
@@ -27,105 +27,105 @@ import (
 // O_NOCTTY reach the open; on Windows it maps them to NtCreateFile, where there are no
 // FIFOs or terminals to name in a directory, and the flags are none.
 
-// errSwapped is the failure of a local file that changed between the look and the open.
-var errSwapped = errors.New("sftp: the local file was replaced since it was listed (by another file, a link or a special file); it is not used")
+// ErrSwapped is the failure of a local file that changed between the look and the open.
+var ErrSwapped = errors.New("sftp: the local file was replaced since it was listed (by another file, a link or a special file); it is not used")
 
-// localSource is a local file a Put reads: where it is, what its walk saw, and how to
+// Source is a local file a Put reads: where it is, what its walk saw, and how to
 // open it so that what is read is what was seen.
-type localSource struct {
-	path string      // as the caller knows it, for errors and progress
-	info fs.FileInfo // what the walk saw (Lstat), or Stat of a file the caller named
-	root *os.Root    // the tree's source, when the file is in one: opened as name in it
-	name string
+type Source struct {
+	Path string      // as the caller knows it, for errors and progress
+	Info fs.FileInfo // what the walk saw (Lstat), or Stat of a file the caller named
+	Root *os.Root    // the tree's source, when the file is in one: opened as Name in it
+	Name string
 }
 
 // open opens the file for reading, as the package comment says.
-func (s localSource) open() (*os.File, error) {
+func (s Source) Open() (*os.File, error) {
 	var f *os.File
 	var err error
-	if s.root != nil {
-		f, err = s.root.OpenFile(s.name, os.O_RDONLY|localOpenFlags, 0)
+	if s.Root != nil {
+		f, err = s.Root.OpenFile(s.Name, os.O_RDONLY|OpenFlags, 0)
 	} else {
 		// The file the caller named: links in its path are the caller's, followed.
-		f, err = os.OpenFile(s.path, os.O_RDONLY|localOpenFlags, 0)
+		f, err = os.OpenFile(s.Path, os.O_RDONLY|OpenFlags, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOpened(f, s.info, fs.FileMode.IsRegular); err != nil {
+	if err := CheckOpened(f, s.Info, fs.FileMode.IsRegular); err != nil {
 		f.Close()
-		return nil, pathErr("open", s.path, err)
+		return nil, &fs.PathError{Op: "open", Path: s.Path, Err: err}
 	}
 	return f, nil
 }
 
-// checkOpened checks that f is what want describes, of a kind ok accepts, and puts it
+// CheckOpened checks that f is what want describes, of a kind ok accepts, and puts it
 // back in blocking mode for the reads and writes to come.
-func checkOpened(f *os.File, want fs.FileInfo, ok func(fs.FileMode) bool) error {
-	if err := checkSame(f, want, ok); err != nil {
+func CheckOpened(f *os.File, want fs.FileInfo, ok func(fs.FileMode) bool) error {
+	if err := CheckSame(f, want, ok); err != nil {
 		return err
 	}
-	return setBlocking(f)
+	return SetBlocking(f)
 }
 
-// checkSame checks that f is what want describes, of a kind ok accepts.
-func checkSame(f *os.File, want fs.FileInfo, ok func(fs.FileMode) bool) error {
+// CheckSame checks that f is what want describes, of a kind ok accepts.
+func CheckSame(f *os.File, want fs.FileInfo, ok func(fs.FileMode) bool) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if !ok(fi.Mode()) || !os.SameFile(fi, want) {
-		return errSwapped
+		return ErrSwapped
 	}
 	return nil
 }
 
 func isDirMode(m fs.FileMode) bool { return m.IsDir() }
 
-// openLocalDir opens the directory name in root for listing, checked to be the one
+// OpenDir opens the directory name in root for listing, checked to be the one
 // want describes.
-func openLocalDir(root *os.Root, name string, want fs.FileInfo) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|localOpenFlags, 0)
+func OpenDir(root *os.Root, name string, want fs.FileInfo) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|OpenFlags, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkOpened(f, want, isDirMode); err != nil {
+	if err := CheckOpened(f, want, isDirMode); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// setDirMeta gives the directory name in root mode and, when setTimes, times, on the
-// directory itself: it is opened (as checkOpened says) and changed through that
+// SetDirMeta gives the directory name in root mode and, when setTimes, times, on the
+// directory itself: it is opened (as CheckOpened says) and changed through that
 // descriptor, so a link someone put at its name meanwhile is not followed. Where the
 // system has no such calls (Windows, some Unixes), it falls back to the name, after
 // the same check: a swap between the check and the change then acts on what replaced
 // the directory, still inside the root.
-func setDirMeta(root *os.Root, name string, mode fs.FileMode, setTimes bool, atime, mtime time.Time) error {
+func SetDirMeta(root *os.Root, name string, mode fs.FileMode, setTimes bool, atime, mtime time.Time) error {
 	want, err := root.Lstat(name)
 	if err != nil {
 		return err
 	}
 	if !want.IsDir() {
-		return errSwapped
+		return ErrSwapped
 	}
-	f, err := root.OpenFile(name, os.O_RDONLY|localOpenFlags, 0)
+	f, err := root.OpenFile(name, os.O_RDONLY|OpenFlags, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := checkOpened(f, want, isDirMode); err != nil {
+	if err := CheckOpened(f, want, isDirMode); err != nil {
 		return err
 	}
-	err = fchmod(f, mode)
+	err = Fchmod(f, mode)
 	if errors.Is(err, errors.ErrUnsupported) {
 		err = root.Chmod(name, mode)
 	}
 	if err != nil || !setTimes {
 		return err
 	}
-	err = futimes(f, atime, mtime)
+	err = Futimes(f, atime, mtime)
 	if errors.Is(err, errors.ErrUnsupported) {
 		err = root.Chtimes(name, atime, mtime)
 	}

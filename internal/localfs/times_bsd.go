@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || netbsd || openbsd
 
-package sftp
+package localfs
 
 import (
 	"os"
@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// futimes sets f's access and modification times through its descriptor.
-func futimes(f *os.File, atime, mtime time.Time) error {
+// Futimes sets f's access and modification times through its descriptor.
+func Futimes(f *os.File, atime, mtime time.Time) error {
 	tv := []syscall.Timeval{syscall.NsecToTimeval(atime.UnixNano()), syscall.NsecToTimeval(mtime.UnixNano())}
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -20,7 +20,7 @@ func futimes(f *os.File, atime, mtime time.Time) error {
 		return err
 	}
 	if serr != nil {
-		return &os.PathError{Op: "futimes", Path: f.Name(), Err: serr}
+		return &os.PathError{Op: "Futimes", Path: f.Name(), Err: serr}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sftp
+package localfs
 
 import (
 	"path/filepath"
@@ -54,14 +54,14 @@ func TestPlainNameOn(t *testing.T) {
 		{"CONOUT$", true, false},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.unix, plainNameOn(tt.name, '/'), "%q on Unix", tt.name)
-		require.Equal(t, tt.windows, plainNameOn(tt.name, '\\'), "%q on Windows", tt.name)
+		require.Equal(t, tt.unix, PlainNameOn(tt.name, '/'), "%q on Unix", tt.name)
+		require.Equal(t, tt.windows, PlainNameOn(tt.name, '\\'), "%q on Windows", tt.name)
 	}
 }
 
 // TestPlainNameWindowsJoin maps remote names into a Windows destination the way Get
 // does (the directory, a separator, the name) and checks where each lands: a name
-// plainNameOn accepts adds exactly one path element, and every name that would climb
+// PlainNameOn accepts adds exactly one path element, and every name that would climb
 // out, change drive or add levels is among those it refuses.
 func TestPlainNameWindowsJoin(t *testing.T) {
 	const dst = `C:\Users\me\Downloads\tree`
@@ -74,18 +74,18 @@ func TestPlainNameWindowsJoin(t *testing.T) {
 		got := elems(joined)
 		onePlainElement := len(got) == len(base)+1 && got[len(base)] == name &&
 			name != ".." && !strings.Contains(name, ":")
-		require.Equal(t, onePlainElement, plainNameOn(name, '\\'), "%q joined is %q", name, joined)
+		require.Equal(t, onePlainElement, PlainNameOn(name, '\\'), "%q joined is %q", name, joined)
 	}
 }
 
-// TestPlainNameThisSystem: plainName, used on real listings, follows plainNameOn for
+// TestPlainNameThisSystem: PlainName, used on real listings, follows PlainNameOn for
 // this system's separator.
 func TestPlainNameThisSystem(t *testing.T) {
 	for _, name := range []string{"a", `a\b`, "C:x", "CON", "x.", "..", "a/b"} {
-		if !plainNameOn(name, filepath.Separator) {
-			require.False(t, plainName(name), name)
+		if !PlainNameOn(name, filepath.Separator) {
+			require.False(t, PlainName(name), name)
 		}
 	}
-	require.True(t, plainName("a"))
-	require.Equal(t, filepath.Separator == '/', plainName(`a\b`), "one name on Unix, two on Windows")
+	require.True(t, PlainName("a"))
+	require.Equal(t, filepath.Separator == '/', PlainName(`a\b`), "one name on Unix, two on Windows")
 }
