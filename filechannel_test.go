@@ -24,7 +24,7 @@ import (
 )
 
 // The main channel rule (filechannel.go), against OpenSSH's sshd and sftp-server on
-// loopback with the striping threshold lifted, as in channelpool_test.go: which channel
+// loopback with the striping threshold lifted, as in lanes_test.go: which channel
 // carries what is watched per channel (channelTaps) and from the server's side.
 
 // TestFileChannelPlacement: on a long link the first Open goes on the main channel
