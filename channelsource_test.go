@@ -286,9 +286,7 @@ type pipeServer struct {
 }
 
 func newPipeServers(t *testing.T, dir string, logs string) *pipeServers {
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		t.Skipf("skipping: OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
-	}
+	sftpServerCmd(t, dir) // skips when it is not installed
 	ps := &pipeServers{t: t, dir: dir, logs: logs}
 	// Registered before any Client's Close, so it runs after it: each server exits
 	// once the Client has closed its input.
@@ -317,7 +315,7 @@ func (ps *pipeServers) open(context.Context) (io.Reader, io.WriteCloser, error) 
 		return nil, nil, err
 	}
 	defer logf.Close() // the child has its own copy
-	p.cmd = exec.Command(sftpServerPath, "-e", "-l", "INFO", "-d", ps.dir)
+	p.cmd = sftpServerCmd(ps.t, ps.dir, "-l", "INFO")
 	p.cmd.Stderr = logf
 	w, err := p.cmd.StdinPipe()
 	if err != nil {

@@ -52,9 +52,16 @@ import (
 // the cross-server suite (xs_test.go). docs/design.md, "Where a test goes", has the
 // table. Every wait is bounded as testctx_test.go says.
 
-// sftpServerPath is OpenSSH's sftp-server, found by internal/sshdtest's one rule (""
-// when it is not installed: the tests that start it skip).
-var sftpServerPath = sshdtest.SFTPServerPath()
+// sftpServerCmd is `sftp-server -e -d dir args...` (internal/sshdtest.Command, the one
+// rule for finding it), or skips the test when sftp-server is not installed.
+func sftpServerCmd(t testing.TB, dir string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd, err := sshdtest.Command(dir, args...)
+	if err != nil {
+		t.Skipf("SKIPPED, real server unavailable: %v", err)
+	}
+	return cmd
+}
 
 // serverProc is an OpenSSH sftp-server child process speaking over pipes.
 type serverProc struct {
@@ -290,9 +297,6 @@ func sftpServerClient(t testing.TB, dir string, opts []Option, args ...string) (
 // open, so the Client sees the EOF a dead server really produces.
 func startServer(t testing.TB, dir string, opts []Option, args ...string) (*Client, *serverProc) {
 	t.Helper()
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		t.Skipf("skipping: OpenSSH sftp-server is not installed at %s (apt-get install openssh-sftp-server): %v", sftpServerPath, err)
-	}
 	srvIn, toSrv, err := os.Pipe()
 	require.NoError(t, err)
 	fromSrv, srvOut, err := os.Pipe()
@@ -302,7 +306,7 @@ func startServer(t testing.TB, dir string, opts []Option, args ...string) (*Clie
 		stderr: &lockedBuffer{}, exited: make(chan struct{}),
 		writeStarted: make(chan struct{}, 1), writeDone: make(chan struct{}, 1<<16),
 	}
-	p.cmd = exec.Command(sftpServerPath, append([]string{"-e", "-d", dir}, args...)...)
+	p.cmd = sftpServerCmd(t, dir, args...)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = srvIn, srvOut, p.stderr
 	err = p.cmd.Start()
 	// The child has its own copies now; ours would keep the pipes open after it dies.

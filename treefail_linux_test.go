@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -25,9 +24,7 @@ import (
 // the account sluicetest (made if missing); run as a plain user, as that user.
 func plainServerClient(t *testing.T) (*Client, string) {
 	t.Helper()
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		t.Skipf("OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
-	}
+	sftpServerCmd(t, "") // skips when it is not installed
 	// Not under t.TempDir, whose parent only its owner may enter.
 	dir, err := os.MkdirTemp("", "sluice-plain-")
 	require.NoError(t, err)
@@ -35,7 +32,7 @@ func plainServerClient(t *testing.T) (*Client, string) {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	dir, err = filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
-	cmd := exec.Command(sftpServerPath, "-e", "-d", dir)
+	cmd := sftpServerCmd(t, dir)
 	if os.Geteuid() == 0 {
 		pw := make([]byte, 16)
 		_, _ = rand.Read(pw)

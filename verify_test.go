@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -79,10 +78,7 @@ type flipStream struct {
 // between them: on the replies, or on the requests.
 func flipClient(t *testing.T, dir string, flip *flipStream, replies bool) *Client {
 	t.Helper()
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		t.Skipf("skipping: OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
-	}
-	return startPipeServer(t, exec.Command(sftpServerPath, "-e", "-d", dir), func(r io.ReadCloser, w io.WriteCloser) (io.ReadCloser, io.WriteCloser) {
+	return startPipeServer(t, sftpServerCmd(t, dir), func(r io.ReadCloser, w io.WriteCloser) (io.ReadCloser, io.WriteCloser) {
 		if replies {
 			return &flipReader{ReadCloser: r, fs: flip}, w
 		}

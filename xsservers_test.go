@@ -95,10 +95,7 @@ func xsShared(launch func(tb testing.TB, root string) *realserver.Server) func(*
 
 var xsServers = []xsServer{
 	{xsOpenSSH, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
-		if _, err := os.Stat(sftpServerPath); err != nil {
-			t.Skipf("SKIPPED, real server unavailable: OpenSSH sftp-server is not installed at %s: %v", sftpServerPath, err)
-		}
-		return startPipeServer(t, exec.Command(sftpServerPath, "-e", "-d", dir), tap.wrap, opts...)
+		return startPipeServer(t, sftpServerCmd(t, dir), tap.wrap, opts...)
 	})},
 	{xsRclone, xsEach(func(t *testing.T, dir string, tap *xsTap, opts ...Option) *Client {
 		return startPipeServer(t, rcloneCommand(t, dir), tap.wrap, opts...)

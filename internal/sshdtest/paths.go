@@ -45,7 +45,7 @@ func SFTPServerPath() string {
 	return ""
 }
 
-// Available reports whether sftp-server can be run as a subprocess (StartSFTPServer).
+// Available reports whether sftp-server can be run as a subprocess (Command).
 func Available() bool { return SFTPServerPath() != "" }
 
 // SSHDUsable returns nil when StartSSHD can work on this machine, or an error wrapping
