@@ -18,15 +18,11 @@ func (a *app) chmod(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return usagef("chmod: %v", err)
 	}
-	rs, s, closeFn, err := a.openTargets(ctx, args[1:])
+	paths, s, closeFn, err := a.openPaths(ctx, "chmod", args[1:])
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	paths, err := a.remotePaths(ctx, s.client, rs)
-	if err != nil {
-		return fmt.Errorf("chmod: %w", err)
-	}
 	for _, p := range paths {
 		octx, cancel := a.opCtx(ctx)
 		err := a.chmodOne(octx, s, p, change)

@@ -14,15 +14,11 @@ import (
 )
 
 func (a *app) ls(ctx context.Context, args []string, long bool) (err error) {
-	rs, s, closeFn, err := a.openTargets(ctx, args)
+	paths, s, closeFn, err := a.openPaths(ctx, "ls", args)
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	paths, err := a.remotePaths(ctx, s.client, rs)
-	if err != nil {
-		return fmt.Errorf("ls: %w", err)
-	}
 	// Like ls(1): files first, under the names given, then each directory's entries,
 	// headed by its name when there are several operands. An operand that cannot be
 	// listed (missing, unreadable) is reported and the others are listed; the command
@@ -249,15 +245,11 @@ func ownerName(name string, id uint32) string {
 }
 
 func (a *app) rm(ctx context.Context, args []string, recursive bool) (err error) {
-	rs, s, closeFn, err := a.openTargets(ctx, args)
+	paths, s, closeFn, err := a.openPaths(ctx, "rm", args)
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	paths, err := a.remotePaths(ctx, s.client, rs)
-	if err != nil {
-		return fmt.Errorf("rm: %w", err)
-	}
 	for _, p := range paths {
 		octx, cancel := a.opCtx(ctx)
 		if recursive {

@@ -16,15 +16,11 @@ import (
 // (statvfs@openssh.com): size, used, available to unprivileged users, use%, in
 // 1K-blocks or with -h in powers of 1024.
 func (a *app) df(ctx context.Context, args []string, human bool) (err error) {
-	rs, s, closeFn, err := a.openTargets(ctx, args)
+	paths, s, closeFn, err := a.openPaths(ctx, "df", args)
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	paths, err := a.remotePaths(ctx, s.client, rs)
-	if err != nil {
-		return fmt.Errorf("df: %w", err)
-	}
 	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	unit := "1K-blocks"
 	if human {

@@ -485,6 +485,21 @@ func (a *app) openTargets(ctx context.Context, args []string) ([]remote, *sessio
 	return rs, s, closeFn, nil
 }
 
+// openPaths is openTargets for a command on remote paths (op names it in errors):
+// the operands as the server names them (remotePaths), on their host's session.
+func (a *app) openPaths(ctx context.Context, op string, args []string) ([]string, *session, func() error, error) {
+	rs, s, closeFn, err := a.openTargets(ctx, args)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	paths, err := a.remotePaths(ctx, s.client, rs)
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return paths, s, closeFn, nil
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

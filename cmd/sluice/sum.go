@@ -64,15 +64,11 @@ func (a *app) sum(ctx context.Context, args []string, name string) (err error) {
 	if err != nil {
 		return err
 	}
-	rs, s, closeFn, err := a.openTargets(ctx, args)
+	paths, s, closeFn, err := a.openPaths(ctx, "sum", args)
 	if err != nil {
 		return err
 	}
 	defer closeInto(&err, closeFn)
-	paths, err := a.remotePaths(ctx, s.client, rs)
-	if err != nil {
-		return fmt.Errorf("sum: %w", err)
-	}
 	failed := 0
 	for _, p := range paths {
 		// Not bounded by --timeout: a hash by reading is a transfer, ended by Ctrl-C.
