@@ -269,16 +269,18 @@ func (c *conn) writeBatchLocked() bool {
 		c.mu.Unlock()
 
 		e := &b.entries[i]
+		var n int
 		var err error
 		if e.copied() {
 			last := &b.entries[j]
-			_, err = c.w.Write(b.arena[e.off : last.off+last.n])
+			n, err = c.w.Write(b.arena[e.off : last.off+last.n])
 		} else {
-			_, err = c.w.Write(e.pkt)
+			n, err = c.w.Write(e.pkt)
 			if e.ref != nil {
 				e.ref.writeDone()
 			}
 		}
+		c.wrote(n, b.base+uint64(i), b.base+uint64(j))
 		if err != nil {
 			// fail delivers the error to every request waiting for a reply.
 			c.fail(fmt.Errorf("write: %w", err))
