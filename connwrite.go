@@ -267,20 +267,19 @@ func (c *conn) writeBatchLocked() bool {
 		}
 		c.ws.started = b.base + uint64(j)
 		c.mu.Unlock()
+		c.writing(b, i, j)
 
 		e := &b.entries[i]
-		var n int
 		var err error
 		if e.copied() {
 			last := &b.entries[j]
-			n, err = c.w.Write(b.arena[e.off : last.off+last.n])
+			_, err = c.w.Write(b.arena[e.off : last.off+last.n])
 		} else {
-			n, err = c.w.Write(e.pkt)
+			_, err = c.w.Write(e.pkt)
 			if e.ref != nil {
 				e.ref.writeDone()
 			}
 		}
-		c.wrote(n, b.base+uint64(i), b.base+uint64(j))
 		if err != nil {
 			// fail delivers the error to every request waiting for a reply.
 			c.fail(fmt.Errorf("write: %w", err))

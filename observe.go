@@ -221,19 +221,21 @@ func (t *channelTag) ended(cause error) {
 	}
 }
 
-// initLen is the length of INIT, the one packet a channel writes that is no request.
-var initLen = uint64(len(appendInit(nil)))
-
-// wrote counts a Write of n bytes carrying the packets of seqs first to last (the
-// channel writer's hook). INIT is seq 1 on every channel: it is not counted.
-func (c *conn) wrote(n int, first, last uint64) {
+// writing counts the packets of b.entries[i..j], which the channel's writer is about
+// to write (its hook): before the Write, so that a reply is never counted before its
+// request. INIT, seq 1 on every channel, is no request and is not counted.
+func (c *conn) writing(b *wqueue, i, j int) {
 	t := c.tag.Load()
 	if t == nil {
 		return
 	}
-	packets, bytes := last-first+1, uint64(n)
-	if first == 1 {
-		packets, bytes = packets-1, bytes-min(bytes, initLen)
+	e, last := &b.entries[i], &b.entries[j]
+	packets, bytes := uint64(j-i+1), uint64(len(e.pkt))
+	if e.copied() {
+		bytes = uint64(last.off + last.n - e.off)
+	}
+	if b.base+uint64(i) == 1 {
+		packets, bytes = packets-1, bytes-uint64(e.n)
 	}
 	t.o.bytesSent.Add(bytes)
 	t.o.requests.Add(packets)
