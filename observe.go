@@ -40,7 +40,7 @@ import (
 //	Info  "sftp: connection closed"       connection
 //	Warn  "sftp: connection dropped"      connection, err
 //	Warn  "sftp: keepalive unanswered"    connection, silent, limit
-//	Warn  "sftp: capability fallback"     capability, err (when a STATUS showed it)
+//	Warn  "sftp: capability fallback"     capability, err or size
 //	Error "sftp: client failed"           err
 //	Info  "sftp: reconnected"
 //
@@ -50,13 +50,15 @@ import (
 // is the one given to NewClient, 1 and up those dialled with WithDialer); err is the
 // cause; silent is how long the connection has sent nothing, limit how long it may
 // before it is given up (WithKeepalive's interval times count); capability names
-// what the server does not do (a Refusal's String, "limits@openssh.com" when the
-// server publishes no limits, "read cap" with size when it returns less than asked
-// for, "phantom directories"). A data channel closed by the Client (Close) is
-// "closed"; one that died (reset, the server's exit, a protocol error, a stalled
-// write, a silent connection) is "given up", and transfers go on over the others.
-// The handler must not call the Client: some events are logged with a lock of the
-// Client held.
+// what the server does not do, which the Client now does without: a Refusal's
+// String with err the server's STATUS (logged the first time only, as Capabilities
+// records it), "limits@openssh.com" when the server publishes no limits (size: the
+// data bytes per request, 32768), "read cap" when it returns less than asked for
+// (size: what it returns), "phantom directories". A data channel closed by the
+// Client (Close) is "closed"; one that died (reset, the server's exit, a protocol
+// error, a stalled write, a silent connection) is "given up", and transfers go on
+// over the others. The handler may call Stats, but no other method of the Client:
+// some events are logged with a lock of the Client held.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		o.logger = l
@@ -92,8 +94,8 @@ type Stats struct {
 	// Dials counts the SSH connections the Client dialled (WithDialer) and got.
 	Dials uint64
 	// KeepaliveMisses counts keepalive intervals that passed with a probe out and
-	// nothing from the server on its connection (see WithKeepalive): each is one
-	// "sftp: keepalive unanswered" event.
+	// nothing from the server on its SSH connection (see WithKeepalive): each is one
+	// "sftp: keepalive unanswered" event. A pipe Client's probe counts none.
 	KeepaliveMisses uint64
 	// Reconnects counts the times the Client was reconnected after its connection
 	// died.
@@ -326,12 +328,29 @@ func (o *observer) phantomDirs() {
 	}
 }
 
-// noteReconnect counts a reconnect of the Client (for a wrapper that reconnects,
-// reconnect.go) and logs it.
-func (c *Client) noteReconnect() {
-	c.obs.reconnects.Add(1)
-	if c.obs.log != nil {
-		c.obs.log.LogAttrs(bg, slog.LevelInfo, "sftp: reconnected")
+// noteReconnect records that c replaces prev, a Client whose connection died, for a
+// wrapper that reconnects (reconnect.go): c's counters go on from prev's, so that
+// Stats read through the wrapper only grow, plus one reconnect, which is logged. The
+// gauge is not carried: prev's channels are gone. prev may be nil (a reconnect
+// counted without a predecessor's counters).
+func (c *Client) noteReconnect(prev *Client) {
+	o := &c.obs
+	if prev != nil {
+		p := prev.Stats()
+		o.bytesSent.Add(p.BytesSent)
+		o.bytesReceived.Add(p.BytesReceived)
+		o.requests.Add(p.Requests)
+		o.replies.Add(p.Replies)
+		o.errors.Add(p.Errors)
+		o.opened.Add(p.DataChannelsOpened)
+		o.givenUp.Add(p.DataChannelsGivenUp)
+		o.dials.Add(p.Dials)
+		o.misses.Add(p.KeepaliveMisses)
+		o.reconnects.Add(p.Reconnects)
+	}
+	o.reconnects.Add(1)
+	if o.log != nil {
+		o.log.LogAttrs(bg, slog.LevelInfo, "sftp: reconnected")
 	}
 }
 

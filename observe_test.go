@@ -287,8 +287,17 @@ func TestStatsCountWorkload(t *testing.T) {
 	require.GreaterOrEqual(t, st.BytesReceived-after.BytesReceived, uint64(k))
 	require.Zero(t, st.DataChannelsOpened, "a pipe without WithPipeOpener has only its main channel")
 	require.Zero(t, st.Reconnects)
-	c.noteReconnect()
-	require.Equal(t, uint64(1), c.Stats().Reconnects)
+
+	// A Client that replaces this one (a reconnecting wrapper's) goes on from its
+	// counters, plus the reconnect.
+	next, _ := newTestServerClient(t, testserver.Options{})
+	fresh := next.Stats()
+	next.noteReconnect(c)
+	carried := next.Stats()
+	require.Equal(t, uint64(1), carried.Reconnects)
+	require.Equal(t, st.Requests+fresh.Requests, carried.Requests)
+	require.Equal(t, st.BytesReceived+fresh.BytesReceived, carried.BytesReceived)
+	require.Equal(t, st.Errors+fresh.Errors, carried.Errors)
 }
 
 // A Client without WithLogger logs nothing and its events cost no allocation.
