@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,43 @@ import (
 	"github.com/sluicehq/sftp/internal/faultproxy"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
+
+// dialRecorder is a WithDialer dial function to addr on s that keeps the connections
+// it made, and closes them when the test ends.
+type dialRecorder struct {
+	s    *sshTestServer
+	addr string
+
+	mu    sync.Mutex
+	conns []*ssh.Client
+}
+
+func recordDials(t *testing.T, s *sshTestServer, addr string) *dialRecorder {
+	d := &dialRecorder{s: s, addr: addr}
+	t.Cleanup(func() {
+		for _, sc := range d.dialled() {
+			sc.Close()
+		}
+	})
+	return d
+}
+
+func (d *dialRecorder) dial(context.Context) (*ssh.Client, error) {
+	sc, err := d.s.dialErr(d.addr)
+	if err == nil {
+		d.mu.Lock()
+		d.conns = append(d.conns, sc)
+		d.mu.Unlock()
+	}
+	return sc, err
+}
+
+// dialled returns the connections made so far.
+func (d *dialRecorder) dialled() []*ssh.Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.conns)
+}
 
 // logBuffer is where a test's logger writes: slog's JSON handler on a buffer, one
 // record a line, with a signal on each write so that a test can wait for a record
@@ -125,26 +163,9 @@ func TestLoggerDataChannelGivenUp(t *testing.T) {
 	tsNoLeaks(t)
 	s := newSSHTestServer(t, testserver.Options{})
 	p := blackHoleProxy(t, s)
-	var mu sync.Mutex
-	var dials []*ssh.Client
-	dial := func(context.Context) (*ssh.Client, error) {
-		dc, err := s.dialErr(p.Addr())
-		if err == nil {
-			mu.Lock()
-			dials = append(dials, dc)
-			mu.Unlock()
-		}
-		return dc, err
-	}
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, dc := range dials {
-			dc.Close()
-		}
-	})
+	dials := recordDials(t, s, p.Addr())
 	logs, logger := newLogBuffer()
-	c, err := NewClient(testCtx(t), s.dial(t, s.addr), withStripeMinRTT(0), WithChannels(2), WithDialer(dial),
+	c, err := NewClient(testCtx(t), s.dial(t, s.addr), withStripeMinRTT(0), WithChannels(2), WithDialer(dials.dial),
 		withChannelsPerConn(1), WithKeepalive(0, 0), WithLogger(logger))
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
