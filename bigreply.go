@@ -80,6 +80,7 @@ func (c *conn) readOversized(hdr []byte, n uint32) bool {
 		c.fail(c.readErr(err))
 		return false
 	}
+	c.sawReply(n, resp.typ, nil)
 	return c.dispatch(resp)
 }
 

@@ -182,6 +182,8 @@ type serverFacts struct {
 
 	mu    sync.Mutex
 	first map[Refusal]error // guarded by mu
+
+	obs *observer // the Client's: a refusal seen first is logged (observe.go)
 }
 
 // refuse records that the server refused a request of kind r with err (kept only
@@ -191,14 +193,18 @@ func (s *serverFacts) refuse(r Refusal, err error) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.first == nil {
 		s.first = make(map[Refusal]error)
 	}
-	if _, ok := s.first[r]; !ok {
+	_, known := s.first[r]
+	if !known {
 		s.first[r] = err
 	}
 	s.seen.Or(1 << r)
+	s.mu.Unlock()
+	if !known && s.obs != nil {
+		s.obs.refused(r, err)
+	}
 }
 
 // refused reports whether a refusal of kind r was seen.

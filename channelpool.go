@@ -132,6 +132,7 @@ func (c *Client) eachChannel(ctx context.Context, n int, use func(*conn)) {
 				cn.ids = c.main.ids
 				cn.stallGraceSet.Store(int64(c.opts.stallGrace))
 				cn.maxPacket.Store(c.maxReply())
+				c.obs.track(cn, true)
 				if c.chans.add(cn) {
 					use(cn)
 				}

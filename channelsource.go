@@ -83,6 +83,7 @@ type sshLink struct {
 	live     int           // channels open on it
 	full     bool          // the server refused a session on it
 	dead     bool
+	num      int64 // its number in logged events: 0 the caller's, then each dialled (observe.go)
 
 	life  *lifeClock         // when it last showed life (keepalive.go); nil when off
 	alive *sshKeepalive      // its keepalive; nil when off
@@ -260,6 +261,7 @@ func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 		err = &closedError{cause: errClientClosed}
 	}
 	l.sc, l.err = sc, err
+	s.c.obs.dialled(l, err)
 	if err != nil {
 		l.dead = true
 		s.remove(l)
@@ -268,8 +270,7 @@ func (s *sshChannels) dialLink(ctx context.Context, l *sshLink) {
 		s.watchers.Add(1)
 		go func() {
 			defer s.watchers.Done()
-			sc.Wait()
-			s.drop(l)
+			s.drop(l, sc.Wait())
 			l.alive.halt()
 			l.alive.wait(-1) // it ends with the connection
 		}()
@@ -322,7 +323,7 @@ func (s *sshChannels) failed(ctx context.Context, l *sshLink, err error) bool {
 		if !l.owned {
 			return false // the caller's connection failed: the main channel goes with it
 		}
-		s.drop(l)
+		s.drop(l, err)
 		return s.dial != nil
 	}
 	s.mu.Lock()
@@ -337,10 +338,11 @@ func (s *sshChannels) failed(ctx context.Context, l *sshLink, err error) bool {
 	return s.dial != nil
 }
 
-// drop forgets a dialled connection that died, and closes it.
-func (s *sshChannels) drop(l *sshLink) {
+// drop forgets a dialled connection that died of cause (or was closed), and closes
+// it.
+func (s *sshChannels) drop(l *sshLink, cause error) {
 	s.mu.Lock()
-	gone := l.dead
+	gone, closing := l.dead, s.closed
 	if !gone {
 		l.dead = true
 		s.remove(l)
@@ -348,6 +350,7 @@ func (s *sshChannels) drop(l *sshLink) {
 	s.mu.Unlock()
 	if !gone {
 		l.sc.Close()
+		s.c.obs.linkEnded(l, cause, closing)
 	}
 }
 

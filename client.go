@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,8 @@ type options struct {
 	// keepaliveAnswered, when set, runs each time a keepalive is answered (tests
 	// count them: they are the clock a test of a slow reply waits on).
 	keepaliveAnswered func()
+
+	logger *slog.Logger // WithLogger (observe.go); nil: no events
 }
 
 // Option configures a Client. Each checks its value and reports a bad one from
@@ -284,6 +287,8 @@ type Client struct {
 	// (keepalive.go); nil when off. The SSH connections' keepalives are the source's.
 	sftpAlive *sftpKeepalive
 
+	obs observer // Stats' counters and WithLogger's events (observe.go)
+
 	closeOnce sync.Once
 	ids       atomic.Uint32 // request ids, shared by all channels (see conn.ids)
 }
@@ -365,6 +370,7 @@ func newClient(opts []Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	c.obs.log, c.facts.obs = c.opts.logger, &c.obs
 	c.dataSize.Store(defaultDataSize)
 	c.dataPool.New = func() any {
 		b := make([]byte, int(c.dataSize.Load())+packetSlack)
@@ -376,6 +382,7 @@ func newClient(opts []Option) (*Client, error) {
 // start finishes construction: records extensions and negotiates sizes.
 func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 	c.main = main
+	c.obs.track(main, false)
 	main.ids = &c.ids
 	main.stallGraceSet.Store(int64(c.opts.stallGrace))
 	c.exts = main.exts
@@ -396,6 +403,7 @@ func (c *Client) start(ctx context.Context, main *conn) (*Client, error) {
 		serverRead, serverWrite = max(serverRead, minDataSize), max(serverWrite, minDataSize)
 		lim.MaxOpenHandles = int(min(sl.MaxOpenHandles, 1<<31-1))
 	}
+	c.noteLimits()
 	lim.MaxRead, lim.MaxWrite = serverRead, serverWrite
 	if n := c.opts.maxPacket; n > 0 {
 		lim.MaxRead, lim.MaxWrite = min(n, serverRead), min(n, serverWrite)

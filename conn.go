@@ -114,6 +114,7 @@ type conn struct {
 	err        error          // set before done is closed; read only after <-done
 	failOnce   sync.Once
 	readerDone chan struct{}
+	tag        atomic.Pointer[channelTag] // the Client counting the channel (observe.go)
 }
 
 // waiter is a request waiting for its reply: the channel the reply goes to (nil once
@@ -248,6 +249,7 @@ func (c *conn) readLoop(versionc chan<- error) {
 			c.fail(c.readErr(err))
 			return
 		}
+		c.sawReply(n, resp.typ, resp.body)
 		if !c.dispatch(resp) {
 			return
 		}
@@ -624,6 +626,7 @@ func (c *conn) fail(cause error) {
 		}
 		close(c.done)
 		c.mu.Unlock()
+		c.tag.Load().ended(cause)
 		c.closeTransport()
 	})
 }

@@ -267,6 +267,7 @@ func (c *conn) writeBatchLocked() bool {
 		}
 		c.ws.started = b.base + uint64(j)
 		c.mu.Unlock()
+		c.writing(b, i, j)
 
 		e := &b.entries[i]
 		var err error

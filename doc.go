@@ -35,7 +35,10 @@
 //   - on the server alone: Copy (copy-data), UserGroupNames (owner names);
 //   - liveness: Done and Err report that the connection died without a call; the
 //     keepalive (WithKeepalive, on by default) turns a link gone silent into a dead
-//     connection within about 30 s, so that no call waits on it for ever.
+//     connection within about 30 s, so that no call waits on it for ever;
+//   - observability: WithLogger logs connection-level events (channels given up,
+//     keepalive misses, capability fallbacks, the Client failing) to a *slog.Logger,
+//     and Stats returns counters (bytes, requests, errors, channels) to export.
 //
 // # Coming from pkg/sftp
 //

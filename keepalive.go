@@ -198,9 +198,10 @@ func (r *lifeReader) Read(p []byte) (int, error) {
 // sshKeepalive probes one SSH connection (see the top of this file).
 type sshKeepalive struct {
 	spec     keepaliveSpec
-	send     func() error      // the probe: returns when it is answered or the connection ends
-	silent   func(cause error) // gives the connection up; runs at most once
-	answered func()            // nil, or a test's count of answers
+	send     func() error               // the probe: returns when it is answered or the connection ends
+	silent   func(cause error)          // gives the connection up; runs at most once
+	answered func()                     // nil, or a test's count of answers
+	missed   func(silent time.Duration) // an interval of the probe out gone unanswered (observe.go)
 	life     *lifeClock
 
 	stop chan struct{} // closed by halt
@@ -211,18 +212,19 @@ type sshKeepalive struct {
 	dead    bool // given up: the prober ends with the connection
 	out     bool // a probe is out, since sent (life's clock)
 	sent    int64
+	misses  int64          // intervals the probe out has been looked at unanswered (look)
 	judge   *time.Timer    // fires when the probe out may have been out too long
 	judging sync.WaitGroup // a judge giving the connection up
 }
 
 // startSSHKeepalive starts probing sc as spec says, or returns nil when it is off.
 // silent runs (once, on a timer's goroutine) when sc has stopped answering.
-func startSSHKeepalive(sc *ssh.Client, spec keepaliveSpec, life *lifeClock, silent func(error), answered func()) *sshKeepalive {
+func startSSHKeepalive(sc *ssh.Client, spec keepaliveSpec, life *lifeClock, silent func(error), answered func(), missed func(time.Duration)) *sshKeepalive {
 	if spec.interval <= 0 {
 		return nil
 	}
 	k := &sshKeepalive{
-		spec: spec, silent: silent, life: life, answered: answered,
+		spec: spec, silent: silent, life: life, answered: answered, missed: missed,
 		send: func() error {
 			_, _, err := sc.SendRequest(keepaliveRequest, true, nil)
 			return err
@@ -260,8 +262,8 @@ func (k *sshKeepalive) probe() bool {
 		k.mu.Unlock()
 		return false
 	}
-	k.out, k.sent = true, k.life.now()
-	wait := time.Duration(k.deadline() - k.sent)
+	k.out, k.sent, k.misses = true, k.life.now(), 0
+	wait := k.look(k.sent)
 	if k.judge == nil {
 		k.judge = time.AfterFunc(wait, k.check)
 	} else {
@@ -294,15 +296,17 @@ func silentAt(spec keepaliveSpec, life *lifeClock, sent int64) int64 {
 }
 
 // check runs when the judge's timer fires: it gives the connection up if the probe out
-// is past its deadline, and otherwise sets the timer for the deadline as it now is.
+// is past its deadline, and otherwise sets the timer for its next look (look: the
+// probe's next interval, or the deadline as it now is).
 func (k *sshKeepalive) check() {
 	k.mu.Lock()
 	if k.halted || k.dead || !k.out {
 		k.mu.Unlock()
 		return
 	}
-	if left := k.deadline() - k.life.now(); left > 0 {
-		k.judge.Reset(time.Duration(left))
+	now := k.life.now()
+	if next := k.look(now); k.deadline() > now {
+		k.judge.Reset(next)
 		k.mu.Unlock()
 		return
 	}
@@ -361,7 +365,8 @@ func (k *sshKeepalive) wait(limit time.Duration) {
 // or with s.mu held.
 func (s *sshChannels) keepAlive(l *sshLink) {
 	l.alive = startSSHKeepalive(l.sc, s.c.opts.keepalive, l.life,
-		func(cause error) { s.silenced(l, cause) }, s.c.opts.keepaliveAnswered)
+		func(cause error) { s.silenced(l, cause) }, s.c.opts.keepaliveAnswered,
+		func(silent time.Duration) { s.c.obs.missed(l.num, silent, s.c.opts.keepalive.silence()) })
 }
 
 // silenced gives up a connection that stopped answering: every channel on it fails
@@ -380,6 +385,9 @@ func (s *sshChannels) silenced(l *sshLink, cause error) {
 		s.remove(l)
 	}
 	s.mu.Unlock()
+	if !gone {
+		s.c.obs.linkEnded(l, cause, false)
+	}
 	// The channels fail first, so that what they report is the silence, not the
 	// connection's close that follows.
 	giveUpAll(conns, cause)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sluicehq/sftp/internal/faultproxy"
 	"github.com/sluicehq/sftp/internal/testserver"
@@ -276,25 +274,8 @@ func TestKeepaliveDropsSilentLanes(t *testing.T) {
 			require.NoError(t, s.srv.WriteFile("src", data, 0o644))
 			dialled := blackHoleProxy(t, s)
 			sc := s.dial(t, s.addr)
-			var dials []*ssh.Client
-			var mu sync.Mutex
-			dial := func(context.Context) (*ssh.Client, error) {
-				dc, err := s.dialErr(dialled.Addr())
-				if err == nil {
-					mu.Lock()
-					dials = append(dials, dc)
-					mu.Unlock()
-				}
-				return dc, err
-			}
-			t.Cleanup(func() {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, dc := range dials {
-					dc.Close()
-				}
-			})
-			c, err := NewClient(testCtx(t), sc, withStripeMinRTT(0), WithChannels(4), WithDialer(dial),
+			dials := recordDials(t, s, dialled.Addr())
+			c, err := NewClient(testCtx(t), sc, withStripeMinRTT(0), WithChannels(4), WithDialer(dials.dial),
 				withChannelsPerConn(2), WithKeepalive(testKeepalive, testKeepaliveCount))
 			require.NoError(t, err)
 			t.Cleanup(func() { c.Close() })
@@ -328,9 +309,7 @@ func TestKeepaliveDropsSilentLanes(t *testing.T) {
 				return f.Close()
 			})
 			tsWaitStalled(t, s.srv, lanesCap+1)
-			mu.Lock()
-			silenced := slices.Clone(dials)
-			mu.Unlock()
+			silenced := dials.dialled()
 			require.Positive(t, dialled.Break(faultproxy.BlackHole), "no lane was on a dialled connection")
 			stalls.clear()
 			s.srv.ReleaseStalled()

@@ -408,7 +408,7 @@ func (s *readStream) onData(req chunk, r response) {
 		// the server's read cap (32 KiB rclone, 64512 MINA, 64 KiB old OpenSSH).
 		// Later READs ask for no more, so they are not cut short again.
 		s.size = max(req.capGuess, minDataSize)
-		s.f.c.readCap.Store(int64(s.size))
+		s.f.c.learnReadCap(int64(s.size))
 	}
 	s.moved(len(data))
 	s.ends.sawData(req.off, int64(len(data)))

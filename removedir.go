@@ -171,6 +171,7 @@ func (c *Client) phantomDirs(ctx context.Context, near string) bool {
 	switch {
 	case err == nil && fi.IsDir():
 		c.facts.phantom.Store(phantomYes)
+		c.obs.phantomDirs()
 		return true
 	case err == nil, errors.Is(err, fs.ErrNotExist):
 		c.facts.phantom.Store(phantomNo)
