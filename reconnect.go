@@ -400,8 +400,8 @@ func (r *Reconnecting) retry(ctx context.Context, op func(c *Client) error, prog
 		if !ok {
 			return err
 		}
-		if r.pause(ctx, err, d, &n) != nil {
-			return err
+		if perr := r.pause(ctx, err, d, &n); perr != nil {
+			return fmt.Errorf("%w, waiting to retry after: %w", perr, err)
 		}
 	}
 }
