@@ -137,6 +137,24 @@ func (s *rcSession) close() {
 	_ = s.c.Close()
 }
 
+// inherit starts c, a new Client on a new connection to old's server, from what old
+// learned that the connection does not change: the lane counts its transfers settled
+// on (a transfer resumed on c starts with them rather than ramping up again from
+// two), the server's read cap, and that it writes out of order across channels.
+func (c *Client) inherit(old *Client) {
+	for _, upload := range []bool{false, true} {
+		if m := old.laneMemory.of(upload).Load(); m > 0 {
+			c.laneMemory.of(upload).CompareAndSwap(0, m)
+		}
+	}
+	if n := old.readCap.Load(); n > 0 {
+		c.readCap.CompareAndSwap(0, n)
+	}
+	if old.knownReadWrite.Load() {
+		c.knownReadWrite.Store(true)
+	}
+}
+
 // rcDial is one redial, which the calls that found the connection dead meanwhile wait
 // for and share.
 type rcDial struct {
@@ -281,6 +299,7 @@ func (r *Reconnecting) session(ctx context.Context) (*rcSession, error) {
 	case err == nil:
 		r.cur = s
 		if old != nil {
+			s.c.inherit(old.c)
 			r.reconnects.Add(1)
 		}
 	}
