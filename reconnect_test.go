@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sluicehq/sftp/internal/faultproxy"
+	"github.com/sluicehq/sftp/internal/sshdtest"
 	"github.com/sluicehq/sftp/internal/testserver"
 )
 
@@ -363,4 +364,71 @@ func TestNewReconnectingArguments(t *testing.T) {
 	require.Error(t, err)
 	_, err = NewReconnecting(ctx, dial, ReconnectPolicy{})
 	require.ErrorIs(t, err, fs.ErrPermission)
+}
+
+// Against OpenSSH: the private sshd's sessions (its connection processes and the
+// sftp-servers) are killed once a Put, then a Get, is a third of the way; each goes
+// on over a new connection from its part file and ends byte-identical, and the
+// Reconnecting's Journal spares the upload its rewind.
+func TestReconnectingSSHDKilledMidTransfer(t *testing.T) {
+	if err := sshdtest.SSHDUsable(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	tsNoLeaks(t)
+	sshd := sshdtest.NewSSHD(t, benchSSHDOptions(sshdtest.SSHDOptions{MaxSessions: 64}))
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711)) // the account reaches dir
+	require.NoError(t, os.Chmod(dir, 0o777))
+	dial := func(ctx context.Context) (*ssh.Client, error) {
+		return dialSSHContext(ctx, sshd.Addr, sshd.ClientConfig())
+	}
+	r, err := NewReconnecting(testCtx(t), dial, ReconnectPolicy{})
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	ctx := testCtx(t)
+
+	const size = 24 << 20
+	data := randBytes(size, 7)
+	src, up, back := filepath.Join(dir, "src"), filepath.Join(dir, "up"), filepath.Join(dir, "back")
+	require.NoError(t, os.WriteFile(src, data, 0o644))
+	// killer kills every session once, when the file is a third of the way, and
+	// records where each try started.
+	var killed atomic.Int32
+	killer := func() (TransferOption, *[]int64) {
+		var once sync.Once
+		var starts []int64
+		fresh := true // the next report is a try's first
+		return OnProgress(func(p Progress) {
+			switch {
+			case p.Err != nil:
+				fresh = true
+			case fresh:
+				fresh = false
+				starts = append(starts, p.Bytes)
+			}
+			if p.Bytes >= size/3 {
+				once.Do(func() { killed.Add(int32(min(sshd.KillSessions(), 1))) })
+			}
+		}), &starts
+	}
+
+	opt, starts := killer()
+	require.NoError(t, r.Put(ctx, src, up, opt))
+	got, err := os.ReadFile(up)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the uploaded file differs from its source")
+	require.Equal(t, int32(1), killed.Load(), "sessions were killed")
+	require.Equal(t, int64(1), r.Reconnects())
+	require.Len(t, *starts, 2, "two tries")
+	require.GreaterOrEqual(t, (*starts)[1], int64(size/3), "the retry continued from what the server acknowledged")
+
+	opt, starts = killer()
+	require.NoError(t, r.Get(ctx, up, back, opt))
+	got, err = os.ReadFile(back)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the downloaded file differs")
+	require.Equal(t, int32(2), killed.Load(), "sessions were killed")
+	require.Equal(t, int64(2), r.Reconnects())
+	require.Len(t, *starts, 2, "two tries")
+	require.Positive(t, (*starts)[1], "the retry continued from the part file")
 }
