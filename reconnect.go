@@ -65,6 +65,7 @@ type Reconnecting struct {
 
 	mu      sync.Mutex
 	cur     *rcSession // nil after Close, or while none could be made
+	last    *Client    // the Client of the last connection made: a new one inherits from it
 	dialing *rcDial    // the redial under way, nil when none is
 	closed  bool
 	dials   sync.WaitGroup // redials under way, which Close waits for
@@ -191,7 +192,7 @@ func NewReconnecting(ctx context.Context, dial func(ctx context.Context) (*ssh.C
 		r.stopLife()
 		return nil, err
 	}
-	r.cur = s
+	r.cur, r.last = s, s.c
 	return r, nil
 }
 
@@ -278,7 +279,7 @@ func (r *Reconnecting) session(ctx context.Context) (*rcSession, error) {
 	}
 	d := &rcDial{done: make(chan struct{})}
 	r.dialing = d
-	old := r.cur
+	old, prev := r.cur, r.last
 	r.cur = nil
 	r.dials.Add(1)
 	r.mu.Unlock()
@@ -297,9 +298,9 @@ func (r *Reconnecting) session(ctx context.Context) (*rcSession, error) {
 		}
 		s, err = nil, errReconnectingClosed
 	case err == nil:
-		r.cur = s
-		if old != nil {
-			s.c.inherit(old.c)
+		r.cur, r.last = s, s.c
+		if prev != nil {
+			s.c.inherit(prev)
 			r.reconnects.Add(1)
 		}
 	}
@@ -307,6 +308,19 @@ func (r *Reconnecting) session(ctx context.Context) (*rcSession, error) {
 	close(d.done)
 	r.mu.Unlock()
 	return s, err
+}
+
+// drop closes s when it is the current connection and dead, so that it (and the
+// connections its Client dialled) is not held through the pause before a retry.
+func (r *Reconnecting) drop(s *rcSession) {
+	r.mu.Lock()
+	if r.cur != s || !s.dead() {
+		r.mu.Unlock()
+		return
+	}
+	r.cur = nil
+	r.mu.Unlock()
+	s.close()
 }
 
 // await waits for another call's redial, and takes its connection.
@@ -412,6 +426,7 @@ func (r *Reconnecting) retry(ctx context.Context, op func(c *Client) error, prog
 				return err
 			}
 			moved = progressed()
+			r.drop(s)
 		case r.stopped(ctx) != nil:
 			return err
 		}
