@@ -52,9 +52,9 @@ import (
 // concurrent use. Close ends it: the calls under way end with an error matching
 // net.ErrClosed, a redial under way is abandoned.
 type Reconnecting struct {
-	dial   func(ctx context.Context) (*ssh.Client, error)
-	opts   []Option
-	policy ReconnectPolicy
+	// connectFn makes a Client on a new connection, and the function that closes both.
+	connectFn func(ctx context.Context) (*Client, func() error, error)
+	policy    ReconnectPolicy
 	// journal carries what failed uploads had acknowledged from one try to the next
 	// (KeepJournal), for every transfer of this Reconnecting that does not bring its own.
 	journal *Journal
@@ -90,6 +90,10 @@ type ReconnectPolicy struct {
 	// failure included), before the pause. It must not block for long: the call
 	// waits for it.
 	OnRetry func(err error, pause time.Duration, failures int)
+	// Wait, if set, waits out each pause instead of a timer: for a program with a
+	// clock of its own, or a test. It must return once ctx is done (Close ends ctx
+	// too); an error ends the call.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
 const (
@@ -118,8 +122,8 @@ var errReconnectingClosed = &closedError{cause: errors.New("the Reconnecting was
 
 // rcSession is one connection and the Client on it.
 type rcSession struct {
-	c  *Client
-	sc *ssh.Client
+	c       *Client
+	closeFn func() error // closes c and its connection
 }
 
 func (s *rcSession) dead() bool {
@@ -131,12 +135,7 @@ func (s *rcSession) dead() bool {
 	}
 }
 
-// close closes the connection first, so that everything waiting on it (a black-holed
-// one's writers) ends at once, then the Client.
-func (s *rcSession) close() {
-	_ = s.sc.Close()
-	_ = s.c.Close()
-}
+func (s *rcSession) close() { _ = s.closeFn() }
 
 // inherit starts c, a new Client on a new connection to old's server, from what old
 // learned that the connection does not change: the lane counts its transfers settled
@@ -178,14 +177,43 @@ func NewReconnecting(ctx context.Context, dial func(ctx context.Context) (*ssh.C
 	if dial == nil {
 		return nil, errors.New("sftp: NewReconnecting: nil dial function")
 	}
-	if policy.MaxFailures < 0 || policy.Backoff < 0 || policy.MaxBackoff < 0 {
-		return nil, fmt.Errorf("sftp: NewReconnecting: negative policy %+v", policy)
-	}
 	if _, err := newClient(opts); err != nil {
 		return nil, err // a bad Option fails here, not at the first redial
 	}
-	r := &Reconnecting{dial: dial, policy: policy, journal: NewJournal(),
-		opts: append([]Option{WithDialer(dial)}, opts...)}
+	opts = append([]Option{WithDialer(dial)}, opts...)
+	return NewReconnectingFrom(ctx, func(ctx context.Context) (*Client, func() error, error) {
+		sc, err := dial(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sc == nil {
+			return nil, nil, errors.New("sftp: Reconnecting: dial returned a nil *ssh.Client")
+		}
+		c, err := NewClient(ctx, sc, opts...)
+		if err != nil {
+			_ = sc.Close()
+			return nil, nil, err
+		}
+		// The connection first, so that everything waiting on it (a black-holed one's
+		// writers) ends at once, then the Client.
+		return c, func() error { _ = sc.Close(); return c.Close() }, nil
+	}, policy)
+}
+
+// NewReconnectingFrom is NewReconnecting for a program that reaches the server some
+// other way (through jump hosts, over a local server's pipes with NewClientPipe):
+// connect makes a Client on a new connection to the same server and account, and
+// returns it with the function that closes it and everything under it, which the
+// Reconnecting calls once it is done with it. connect must give up once its ctx is
+// done. The first connection is made here, once, as NewReconnecting makes it.
+func NewReconnectingFrom(ctx context.Context, connect func(ctx context.Context) (c *Client, closeAll func() error, err error), policy ReconnectPolicy) (*Reconnecting, error) {
+	if connect == nil {
+		return nil, errors.New("sftp: NewReconnectingFrom: nil connect function")
+	}
+	if policy.MaxFailures < 0 || policy.Backoff < 0 || policy.MaxBackoff < 0 {
+		return nil, fmt.Errorf("sftp: NewReconnecting: negative policy %+v", policy)
+	}
+	r := &Reconnecting{connectFn: connect, policy: policy, journal: NewJournal()}
 	r.life, r.stopLife = context.WithCancel(context.Background())
 	s, err := r.connect(ctx)
 	if err != nil {
@@ -196,24 +224,19 @@ func NewReconnecting(ctx context.Context, dial func(ctx context.Context) (*ssh.C
 	return r, nil
 }
 
-// connect dials and starts a Client, within ctx and the Reconnecting's life.
+// connect makes a connection and its Client, within ctx and the Reconnecting's life.
 func (r *Reconnecting) connect(ctx context.Context) (*rcSession, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(r.life, cancel)()
-	sc, err := r.dial(ctx)
+	c, closeAll, err := r.connectFn(ctx)
 	if err != nil {
 		return nil, r.lifeErr(err)
 	}
-	if sc == nil {
-		return nil, errors.New("sftp: Reconnecting: dial returned a nil *ssh.Client")
+	if c == nil || closeAll == nil {
+		return nil, errors.New("sftp: Reconnecting: connect returned no Client or no close function")
 	}
-	c, err := NewClient(ctx, sc, r.opts...)
-	if err != nil {
-		_ = sc.Close()
-		return nil, r.lifeErr(err)
-	}
-	return &rcSession{c: c, sc: sc}, nil
+	return &rcSession{c: c, closeFn: closeAll}, nil
 }
 
 // lifeErr is err, or the closed error when Close ended what failed.
@@ -388,6 +411,18 @@ func (r *Reconnecting) pause(ctx context.Context, err error, d time.Duration, n 
 		r.policy.OnRetry(err, d, n.fails)
 	}
 	if d == 0 {
+		return r.stopped(ctx)
+	}
+	if r.policy.Wait != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(r.life, cancel)()
+		if err := r.policy.Wait(wctx, d); err != nil {
+			if serr := r.stopped(ctx); serr != nil {
+				return serr
+			}
+			return err
+		}
 		return r.stopped(ctx)
 	}
 	t := time.NewTimer(d)

@@ -432,3 +432,60 @@ func TestReconnectingSSHDKilledMidTransfer(t *testing.T) {
 	require.Len(t, *starts, 2, "two tries")
 	require.Positive(t, (*starts)[1], "the retry continued from the part file")
 }
+
+// NewReconnectingFrom over pipes to the in-process server: every session is killed
+// once an upload made through Transfer is a third of the way; the upload goes on over
+// a new pipe Client and ends byte-identical. The retry after progress waits for
+// nothing (Wait is never asked), and each Client made is closed by its function.
+func TestReconnectingFromPipes(t *testing.T) {
+	tsNoLeaks(t)
+	srv := testserver.New(testserver.Options{})
+	t.Cleanup(func() { srv.Close() })
+	var made, closed atomic.Int32
+	connect := func(ctx context.Context) (*Client, func() error, error) {
+		r, w := srv.Conn()
+		c, err := NewClientPipe(ctx, r, w)
+		if err != nil {
+			return nil, nil, err
+		}
+		made.Add(1)
+		return c, func() error { closed.Add(1); return c.Close() }, nil
+	}
+	var waits []time.Duration
+	r, err := NewReconnectingFrom(testCtx(t), connect, ReconnectPolicy{
+		Wait: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+
+	const size = 6 << 20
+	data := randBytes(size, 9)
+	src := filepath.Join(t.TempDir(), "src")
+	require.NoError(t, os.WriteFile(src, data, 0o644))
+	var once sync.Once
+	kill := OnProgress(func(p Progress) {
+		if p.Bytes >= size/3 {
+			once.Do(srv.KillSessions)
+		}
+	})
+	var clients []*Client
+	err = r.Transfer(ctx, func(c *Client, opts ...TransferOption) error {
+		clients = append(clients, c)
+		return c.Put(ctx, src, "/up", opts...)
+	}, kill)
+	require.NoError(t, err)
+	got, err := srv.ReadFile("/up")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the uploaded file differs from its source")
+	require.Len(t, clients, 2, "two tries")
+	require.NotSame(t, clients[0], clients[1], "the second on a new Client")
+	require.Empty(t, waits, "a retry after progress goes at once")
+	require.Equal(t, int32(2), made.Load())
+	require.Equal(t, int32(1), closed.Load(), "the dead Client is closed")
+	require.NoError(t, r.Close())
+	require.Equal(t, int32(2), closed.Load(), "Close closes the current one")
+
+	_, err = NewReconnectingFrom(ctx, nil, ReconnectPolicy{})
+	require.Error(t, err)
+	_, err = NewReconnectingFrom(ctx, func(context.Context) (*Client, func() error, error) { return nil, nil, nil }, ReconnectPolicy{})
+	require.Error(t, err, "a connect that returns no Client")
+}

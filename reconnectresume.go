@@ -17,7 +17,7 @@ import (
 // retry counts only its own files, and a file it continues starts at its resume
 // point.
 func (r *Reconnecting) Get(ctx context.Context, remote, local string, opts ...TransferOption) error {
-	return r.transfer(ctx, opts, func(c *Client, o []TransferOption) error { return c.Get(ctx, remote, local, o...) })
+	return r.transfer(ctx, opts, func(c *Client, o ...TransferOption) error { return c.Get(ctx, remote, local, o...) })
 }
 
 // Put is Client.Put, continued after a drop as Get is. An upload whose part file
@@ -25,21 +25,31 @@ func (r *Reconnecting) Get(ctx context.Context, remote, local string, opts ...Tr
 // had acknowledged (the Reconnecting keeps a Journal for its transfers, unless opts
 // give one: see KeepJournal).
 func (r *Reconnecting) Put(ctx context.Context, local, remote string, opts ...TransferOption) error {
-	return r.transfer(ctx, opts, func(c *Client, o []TransferOption) error { return c.Put(ctx, local, remote, o...) })
+	return r.transfer(ctx, opts, func(c *Client, o ...TransferOption) error { return c.Put(ctx, local, remote, o...) })
 }
 
 // GetAll is Client.GetAll, continued after a drop as Get is.
 func (r *Reconnecting) GetAll(ctx context.Context, remotes []string, dir string, opts ...TransferOption) error {
-	return r.transfer(ctx, opts, func(c *Client, o []TransferOption) error { return c.GetAll(ctx, remotes, dir, o...) })
+	return r.transfer(ctx, opts, func(c *Client, o ...TransferOption) error { return c.GetAll(ctx, remotes, dir, o...) })
 }
 
 // PutAll is Client.PutAll, continued after a drop as Put is.
 func (r *Reconnecting) PutAll(ctx context.Context, locals []string, dir string, opts ...TransferOption) error {
-	return r.transfer(ctx, opts, func(c *Client, o []TransferOption) error { return c.PutAll(ctx, locals, dir, o...) })
+	return r.transfer(ctx, opts, func(c *Client, o ...TransferOption) error { return c.PutAll(ctx, locals, dir, o...) })
+}
+
+// Transfer runs do, a Get, Put, GetAll or PutAll the program makes on the Client it
+// is given (one whose names it works out on that Client, say), with opts and the
+// options it is given, and continues it after a drop as Get does: again on the next
+// Client, with Resume and SkipFiles added. do must pass on the options it is given
+// and do no more than the one transfer: whatever else it does is repeated. A
+// PutReader cannot be continued (its reader has moved on): it is not for do.
+func (r *Reconnecting) Transfer(ctx context.Context, do func(c *Client, opts ...TransferOption) error, opts ...TransferOption) error {
+	return r.transfer(ctx, opts, do)
 }
 
 // transfer runs do with opts, and after a drop again with the retry options.
-func (r *Reconnecting) transfer(ctx context.Context, opts []TransferOption, do func(c *Client, opts []TransferOption) error) error {
+func (r *Reconnecting) transfer(ctx context.Context, opts []TransferOption, do func(c *Client, opts ...TransferOption) error) error {
 	var given transferOptions
 	for _, o := range opts {
 		if o == nil {
@@ -64,7 +74,7 @@ func (r *Reconnecting) transfer(ctx context.Context, opts []TransferOption, do f
 		}
 		tries++
 		log.startTry()
-		return do(c, o)
+		return do(c, o...)
 	}, log.advanced)
 }
 
