@@ -140,12 +140,21 @@ func (s *rcSession) close() { _ = s.closeFn() }
 // inherit starts c, a new Client on a new connection to old's server, from what old
 // learned that the connection does not change: the lane counts its transfers settled
 // on (a transfer resumed on c starts with them rather than ramping up again from
-// two), the server's read cap, and that it writes out of order across channels.
+// two, on channels opened at once), the server's read cap, and that it writes out of
+// order across channels.
 func (c *Client) inherit(old *Client) {
+	lanes := 0
 	for _, upload := range []bool{false, true} {
 		if m := old.laneMemory.of(upload).Load(); m > 0 {
 			c.laneMemory.of(upload).CompareAndSwap(0, m)
+			lanes = max(lanes, int(m>>1))
 		}
+	}
+	if lanes > 1 && c.source != nil {
+		// The transfers striped: their channels (and the connections dialled for them)
+		// open now, in the background, while the transfer that was cut proves where
+		// to resume, rather than after.
+		c.dataOpener.open(c, min(lanes, c.opts.channels))
 	}
 	if n := old.readCap.Load(); n > 0 {
 		c.readCap.CompareAndSwap(0, n)
