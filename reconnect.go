@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -393,24 +394,18 @@ func (n *retryCount) failed(progressed bool) (pause time.Duration, ok bool) {
 		n.fails, n.stalls = 0, 0
 	}
 	n.fails++
-	if n.fails > cmp0(n.p.MaxFailures, defaultReconnectFailures) {
+	if n.fails > cmp.Or(n.p.MaxFailures, defaultReconnectFailures) {
 		return 0, false
 	}
 	if progressed {
 		return 0, true
 	}
 	n.stalls++
-	base := cmp0(n.p.Backoff, defaultReconnectBackoff)
-	limit := cmp0(n.p.MaxBackoff, defaultReconnectMax)
-	return min(base<<min(n.stalls-1, 20), limit), true
-}
-
-// cmp0 is v, or def when v is zero.
-func cmp0[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
+	d, limit := cmp.Or(n.p.Backoff, defaultReconnectBackoff), cmp.Or(n.p.MaxBackoff, defaultReconnectMax)
+	for i := 1; i < n.stalls && d < limit; i++ {
+		d = min(d, limit/2) * 2 // no overflow, whatever the policy
 	}
-	return v
+	return min(d, limit), true
 }
 
 // pause tells OnRetry of err and waits d, or until ctx ends or Close is called; it

@@ -489,3 +489,33 @@ func TestReconnectingFromPipes(t *testing.T) {
 	_, err = NewReconnectingFrom(ctx, func(context.Context) (*Client, func() error, error) { return nil, nil, nil }, ReconnectPolicy{})
 	require.Error(t, err, "a connect that returns no Client")
 }
+
+// The pauses double from Backoff up to MaxBackoff, and start again after progress;
+// a policy's extremes do not overflow.
+func TestReconnectPauses(t *testing.T) {
+	n := retryCount{p: &ReconnectPolicy{MaxFailures: 100}}
+	var got []time.Duration
+	for range 7 {
+		d, ok := n.failed(false)
+		require.True(t, ok)
+		got = append(got, d)
+	}
+	s := time.Second
+	require.Equal(t, []time.Duration{s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s}, got)
+	d, ok := n.failed(true)
+	require.True(t, ok)
+	require.Zero(t, d, "after progress, at once")
+	d, _ = n.failed(false)
+	require.Equal(t, s, d, "and the doubling starts again")
+
+	huge := retryCount{p: &ReconnectPolicy{MaxFailures: 100, Backoff: 1 << 61, MaxBackoff: 1<<63 - 1}}
+	for range 10 {
+		d, _ := huge.failed(false)
+		require.Positive(t, d)
+	}
+	few := retryCount{p: &ReconnectPolicy{MaxFailures: 2}}
+	_, ok1 := few.failed(false)
+	_, ok2 := few.failed(false)
+	_, ok3 := few.failed(false)
+	require.Equal(t, []bool{true, true, false}, []bool{ok1, ok2, ok3})
+}
