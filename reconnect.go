@@ -89,7 +89,7 @@ type ReconnectPolicy struct {
 	// OnRetry, if set, is told of each failure a call will retry, with the pause
 	// before the retry and the count of failures in a row without progress (the
 	// failure included), before the pause. It must not block for long: the call
-	// waits for it.
+	// waits for it. Calls that fail at the same time tell it at the same time.
 	OnRetry func(err error, pause time.Duration, failures int)
 	// Wait, if set, waits out each pause instead of a timer: for a program with a
 	// clock of its own, or a test. It must return once ctx is done (Close ends ctx
