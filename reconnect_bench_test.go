@@ -22,7 +22,8 @@ import (
 // through a proxy that resets every connection each time the file has got another
 // 100 MiB further (a link that drops), against the same transfer through the same proxy undisturbed. Each run reports
 // its seconds, the undisturbed run's, their ratio (the target is at most 1/0.7), the
-// resets, the reconnects, and the bytes the proxy carried over the file's size.
+// resets and the reconnects. SLUICE_FAULT_RATE (bytes per second) caps the link's
+// rate each way.
 //
 //	go test -run '^$' -bench ReconnectingThroughResets -benchtime 1x .
 func BenchmarkReconnectingThroughResets(b *testing.B) {
@@ -36,7 +37,13 @@ func BenchmarkReconnectingThroughResets(b *testing.B) {
 		size = n
 	}
 	sshd := sshdtest.NewSSHD(b, benchSSHDOptions(sshdtest.SSHDOptions{MaxSessions: 64}))
-	long, err := delayproxy.New(sshd.Addr, 5*time.Millisecond)
+	var link []delayproxy.Option
+	if v := os.Getenv("SLUICE_FAULT_RATE"); v != "" { // bytes per second, each way
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(b, err, "SLUICE_FAULT_RATE")
+		link = append(link, delayproxy.WithRate(n))
+	}
+	long, err := delayproxy.New(sshd.Addr, 5*time.Millisecond, link...)
 	require.NoError(b, err)
 	b.Cleanup(func() { long.Close() })
 	dir := benchDir(b)
