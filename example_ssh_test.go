@@ -2,6 +2,7 @@ package sftp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -78,23 +79,10 @@ func ExampleNewClient() {
 	fmt.Println("the session starts in", wd)
 }
 
-// Let a Client dial more SSH connections to the same server: for servers that allow
-// few sessions per connection, and to spread a large transfer's lanes so that
-// encryption runs on several cores at both ends. The Client closes the connections
-// it dialled; the one given to NewClient stays the caller's.
-func ExampleWithDialer() {
-	ctx := context.Background()
-	home, err := os.UserHomeDir()
-	if err != nil {
-		log.Fatal(err)
-	}
-	config, err := sshConfig("alice",
-		filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(home, ".ssh", "known_hosts"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	const addr = "sftp.example.com:22"
-	dial := func(ctx context.Context) (*ssh.Client, error) {
+// sshDialer returns a function that dials an SSH connection to addr within its ctx,
+// the handshake included: what WithDialer and NewReconnecting take.
+func sshDialer(addr string, config *ssh.ClientConfig) func(ctx context.Context) (*ssh.Client, error) {
+	return func(ctx context.Context) (*ssh.Client, error) {
 		var d net.Dialer
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -113,6 +101,24 @@ func ExampleWithDialer() {
 		}
 		return ssh.NewClient(conn, chans, reqs), nil
 	}
+}
+
+// Let a Client dial more SSH connections to the same server: for servers that allow
+// few sessions per connection, and to spread a large transfer's lanes so that
+// encryption runs on several cores at both ends. The Client closes the connections
+// it dialled; the one given to NewClient stays the caller's.
+func ExampleWithDialer() {
+	ctx := context.Background()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	config, err := sshConfig("alice",
+		filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(home, ".ssh", "known_hosts"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dial := sshDialer("sftp.example.com:22", config)
 	conn, err := dial(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -178,4 +184,43 @@ func ExampleWithPipeOpener() {
 	if err := c.Get(ctx, "big.iso", "big.iso"); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// A Reconnecting dials again when its connection dies and lets the work that may be
+// repeated go on: the Put continues from what the server acknowledged, over as many
+// connections as it takes; the Rename is not repeated once it went out, and a lost
+// reply is an error matching ErrOutcomeUnknown, after which the program looks.
+func ExampleNewReconnecting() {
+	ctx := context.Background()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	config, err := sshConfig("alice",
+		filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(home, ".ssh", "known_hosts"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dial := sshDialer("sftp.example.com:22", config) // see ExampleWithDialer
+	r, err := sftp.NewReconnecting(ctx, dial, sftp.ReconnectPolicy{
+		MaxFailures: 5,
+		OnRetry: func(err error, pause time.Duration, failures int) {
+			log.Printf("sftp: %v; retrying in %v", err, pause)
+		},
+	})
+	if err != nil {
+		log.Fatal(err) // the first connection is not retried
+	}
+	defer r.Close()
+	if err := r.Put(ctx, "backup.tar", "incoming/backup.tar"); err != nil {
+		log.Fatal(err)
+	}
+	err = r.Rename(ctx, "incoming/backup.tar", "done/backup.tar")
+	if errors.Is(err, sftp.ErrOutcomeUnknown) {
+		_, err = r.Stat(ctx, "done/backup.tar") // the reply was lost: did it happen?
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%d reconnects", r.Reconnects())
 }

@@ -25,7 +25,8 @@ package sftp
 // A Client never reconnects by itself: the server forgets open handles with the
 // session, so a File cannot be carried over, and whether a half-done operation may be
 // repeated is the program's decision. Make a new *ssh.Client and a new Client, and
-// reopen what was open. Close the old *ssh.Client too: after a silence the Client
+// reopen what was open (Reconnecting does all of that for the operations that may be
+// repeated). Close the old *ssh.Client too: after a silence the Client
 // gives up its channels but leaves the connection it was given to its owner. Striping channels that die leave the Client working on the
 // main channel; Done concerns the main channel only.
 func (c *Client) Done() <-chan struct{} { return c.main.done }

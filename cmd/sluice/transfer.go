@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -123,7 +122,6 @@ func (a *app) newXferRun(op, src, dst string, x *xferFlags) *xferRun {
 
 // try runs do once with opts, the run's progress report and its journal.
 func (r *xferRun) try(opts []sftp.TransferOption, do func(...sftp.TransferOption) error) error {
-	r.log.startTry()
 	opts = append(opts, sftp.OnProgress(r.report))
 	if r.journal != nil {
 		opts = append(opts, sftp.KeepJournal(r.journal))
@@ -142,9 +140,6 @@ func (r *xferRun) report(p sftp.Progress) {
 	}
 }
 
-// progressed reports whether the last try got further than any before it.
-func (r *xferRun) progressed() bool { return r.log.advanced() }
-
 // next starts the next try.
 func (r *xferRun) next() {
 	r.filesBefore = r.log.completed()
@@ -152,16 +147,6 @@ func (r *xferRun) next() {
 	if r.d != nil {
 		r.d.retry()
 	}
-}
-
-// retryOptions are a retry's options: x's, with Resume, leaving out the files in
-// place already.
-func (r *xferRun) retryOptions(x *xferFlags) []sftp.TransferOption {
-	opts := append(x.options(), sftp.SkipFiles(r.log.skip))
-	if !x.resume {
-		opts = append(opts, sftp.Resume())
-	}
-	return opts
 }
 
 // found is how many files the transfer found, over its tries.
@@ -174,70 +159,26 @@ func (r *xferRun) finish(err error) {
 	}
 }
 
-// retryLog is what the tries of one transfer learn from its progress reports: the
-// files in place (a retry leaves them out: one entry per file completed, which is
-// the memory --retries costs a large tree), and how far each unfinished file has got,
-// so that a try is known to have progressed when it got further than every one
-// before it. A nil *retryLog (no --retries) records nothing.
+// retryLog counts the files the tries of one transfer completed, so that the display
+// and the summary count those of earlier tries too (a retry leaves them out, so each
+// is reported done once). A nil *retryLog (no --retries) records nothing.
 type retryLog struct {
-	mu    sync.Mutex
-	done  map[string]bool  // source paths of the files in place
-	best  map[string]int64 // the most bytes of each unfinished file any try had
-	moved bool             // this try got further than every one before it
+	done atomic.Int64
 }
 
-func newRetryLog() *retryLog {
-	return &retryLog{done: map[string]bool{}, best: map[string]int64{}}
-}
+func newRetryLog() *retryLog { return &retryLog{} }
 
 func (l *retryLog) record(p sftp.Progress) {
-	if l == nil {
-		return
+	if l != nil && p.Done {
+		l.done.Add(1)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case p.Done:
-		l.done[p.Path] = true
-		delete(l.best, p.Path)
-		l.moved = true
-	case p.Err == nil && p.Bytes > l.best[p.Path]:
-		l.best[p.Path] = p.Bytes
-		l.moved = true
-	}
-}
-
-// skip is the retries' sftp.SkipFiles: the files in place already.
-func (l *retryLog) skip(src string, _ fs.FileInfo) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.done[src]
-}
-
-func (l *retryLog) startTry() {
-	if l != nil {
-		l.mu.Lock()
-		l.moved = false
-		l.mu.Unlock()
-	}
-}
-
-func (l *retryLog) advanced() bool {
-	if l == nil {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.moved
 }
 
 func (l *retryLog) completed() int {
 	if l == nil {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.done)
+	return int(l.done.Load())
 }
 
 // checkOverlap refuses to copy a file onto itself, or a directory into itself, like
