@@ -334,6 +334,7 @@ func (r *Reconnecting) session(ctx context.Context) (*rcSession, error) {
 		r.cur, r.last = s, s.c
 		if prev != nil {
 			s.c.inherit(prev)
+			s.c.noteReconnect(prev) // its Stats go on from prev's
 			r.reconnects.Add(1)
 		}
 	}

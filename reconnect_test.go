@@ -213,6 +213,9 @@ func TestReconnectingRenameOutcomeUnknown(t *testing.T) {
 	_, err = r.Stat(ctx, "/d")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r.Reconnects())
+	st := current(t, r).Stats()
+	require.Equal(t, uint64(2), st.Reconnects, "the current Client's Stats carry the reconnects")
+	require.GreaterOrEqual(t, st.Requests, uint64(4), "and the requests of the Clients before it")
 }
 
 // Stat, ReadDir and Open whose connection dies while they wait are retried on the
