@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type options struct {
 	channels     int
 	stripeMinRTT time.Duration
 	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// transferMemory is what the buffers of the Client's transfers may hold
+	// (transfermemory.go); 0: the default.
+	transferMemory int64
 	// span and stripeFrom, when not 0, stand for maxSpan and stripeMin: tests lower
 	// them, so that transfers of a few MiB do what large ones do.
 	span       int64
@@ -248,6 +252,7 @@ type Client struct {
 	// may run on a reader goroutine while start is still negotiating it.
 	dataSize atomic.Int64
 	dataPool sync.Pool
+	mem      transferMemory // the budget of every transfer's buffers (transfermemory.go)
 
 	// readCap is the largest DATA the server has been seen to return when asked for
 	// more (0 until a short read is seen). Later transfers start from it, so they do
@@ -366,6 +371,7 @@ func newClient(opts []Option) (*Client, error) {
 		}
 	}
 	c.dataSize.Store(defaultDataSize)
+	c.mem.init(cmp.Or(c.opts.transferMemory, defaultTransferMemory))
 	c.dataPool.New = func() any {
 		b := make([]byte, int(c.dataSize.Load())+packetSlack)
 		return &b

@@ -1,0 +1,238 @@
+package sftp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// Transfer memory: one byte budget per Client for the data buffers of its transfers.
+//
+// Each transfer's window (flow.go) bounds what that transfer holds; on its own that
+// bounds nothing for a service that runs many transfers on one Client at once. So
+// every buffer a transfer holds is also charged to the Client's budget:
+//
+//   - a download takes a slot before a READ goes out (its reply lands in a pooled
+//     buffer) and gives it back once the data has been consumed (read by the caller,
+//     written to WriteTo's writer) or dropped;
+//   - an upload takes one before it reads the source into a buffer and gives it back
+//     when the buffer is freed (written to its channel, or, on a sibling lane,
+//     acknowledged; see heldBuf).
+//
+// Slots are taken one at a time as the transfer needs them, so a transfer never holds
+// more than its file needs. Beyond its floor a transfer takes a slot only while the
+// budget has one free and it holds less than its fair share (the budget over the
+// transfers under way), so a transfer that starts while others hold everything gets
+// room as they give back theirs, and one alone may take the whole budget.
+//
+// The floor is the guarantee of progress: every transfer may hold floorSlots whatever
+// the budget says, so no transfer ever waits on another's memory. A download never
+// waits for a slot at all: it sends what its slots allow and asks again at its next
+// event. An upload's producer waits only while its own buffers are all taken, until
+// one of them is freed (or its ctx ends): which its scheduler always brings about
+// without reading more of the source. Nothing holds a slot while waiting for a slot
+// of the same budget, so transfers feeding each other (a download written into an
+// upload on the same Client) cannot lock up either.
+
+// defaultTransferMemory is a Client's budget for transfer data when WithTransferMemory
+// is not given: the window of one striped transfer (windowBudget), so a transfer
+// alone keeps the window it would keep without the budget.
+const defaultTransferMemory = windowBudget
+
+// minTransferMemory keeps the budget from being smaller than one transfer's window on
+// one channel with OpenSSH's request size.
+const minTransferMemory = 1 << 20
+
+// floorSlots is how many buffers a transfer may always hold, budget or not: one lets
+// it make progress (the window rule's exception, read.go, may add one more).
+const floorSlots = 1
+
+// WithTransferMemory sets the most memory the data buffers of the Client's transfers
+// hold at once, summed over every transfer under way on the Client (default 32 MiB,
+// at least 1 MiB). Concurrent transfers (File.ReadFrom and WriteTo, Read, ReadAt,
+// WriteAt, Get, Put, ReadFile, WriteFile, Hash's reads) share it: each takes buffers
+// as it needs them, up to its window (WithMaxInflight, WithChannels), while the budget
+// has room and it holds less than its fair share of it; one transfer alone may use it
+// all. A transfer never waits for another to free memory: it runs with less in
+// flight, down to one buffer.
+//
+// What it bounds: a download's READ replies (in flight, and arrived but not yet
+// consumed) and an upload's WRITE buffers (read from the source and not yet written
+// to its channel, and on a sibling channel not yet acknowledged), each a buffer of
+// the negotiated request size plus 1 KiB.
+//
+// What it does not bound: the one buffer every transfer may hold whatever the budget
+// (so N transfers beyond the budget hold N buffers, as any client's would), the one
+// extra READ a download may send to fill a gap, the copies Verify makes for hashing,
+// a single Write or ReadFile small enough for one request, replies to other calls
+// (listings are bounded by WithMemoryLimit), and what the Go runtime keeps around
+// freed buffers: with the default GOGC a process's memory stays within about twice
+// the budget plus what the rest of the program holds.
+func WithTransferMemory(bytes int64) Option {
+	return func(o *options) error {
+		if bytes < minTransferMemory {
+			return fmt.Errorf("sftp: WithTransferMemory(%d): want at least %d", bytes, minTransferMemory)
+		}
+		o.transferMemory = bytes
+		return nil
+	}
+}
+
+// transferMemory is a Client's budget (see above). free may go below zero: floors are
+// taken without asking.
+type transferMemory struct {
+	limit  atomic.Int64 // bytes; set once the options are known
+	free   atomic.Int64 // bytes not charged to any transfer
+	active atomic.Int64 // transfers under way (memShares joined and not left)
+	low    atomic.Int64 // the least free has been, for tests and measurements
+}
+
+func (tm *transferMemory) init(limit int64) {
+	tm.limit.Store(limit)
+	tm.free.Store(limit)
+	tm.low.Store(limit)
+}
+
+// peak is the most the Client's transfers have held at once.
+func (tm *transferMemory) peak() int64 { return tm.limit.Load() - tm.low.Load() }
+
+// charge takes n bytes whether free or not (a floor).
+func (tm *transferMemory) charge(n int64) { storeMin(&tm.low, tm.free.Add(-n), math.MinInt64) }
+
+// take charges n bytes if they are free.
+func (tm *transferMemory) take(n int64) bool {
+	for {
+		f := tm.free.Load()
+		if f < n {
+			return false
+		}
+		if tm.free.CompareAndSwap(f, f-n) {
+			storeMin(&tm.low, f-n, math.MinInt64)
+			return true
+		}
+	}
+}
+
+func (tm *transferMemory) give(n int64) { tm.free.Add(n) }
+
+// memShare is one transfer's part of its Client's budget, in slots of one data
+// buffer. It is safe for concurrent use: an upload's producers take slots while the
+// channels' writers and the scheduler give them back.
+type memShare struct {
+	mu    sync.Mutex
+	tm    *transferMemory
+	unit  int64 // bytes per slot: one pooled data buffer
+	have  int   // slots charged to tm
+	inUse int   // an upload's buffers held (put and take)
+	left  bool  // the transfer is over: late puts give their slots straight back
+	// wake, made on the first wait only, tells a waiting producer a buffer was freed.
+	wake chan struct{}
+}
+
+// join starts a transfer's share with its floor. It allocates nothing.
+func (m *memShare) join(c *Client) {
+	m.tm, m.unit = &c.mem, int64(c.dataSize.Load())+packetSlack
+	m.have = floorSlots
+	m.tm.charge(floorSlots * m.unit)
+	m.tm.active.Add(1)
+}
+
+// fair is the most slots the transfer may hold: its share of the budget over the
+// transfers under way, and never less than the floor.
+func (m *memShare) fair() int {
+	return max(floorSlots, int(m.tm.limit.Load()/m.unit/max(1, m.tm.active.Load())))
+}
+
+// grow makes sure the transfer holds n slots, taking what it lacks if the budget has
+// it free and n is within the fair share. m.mu must be held.
+func (m *memShare) grow(n int) bool {
+	if n <= m.have {
+		return true
+	}
+	if m.left || n > m.fair() || !m.tm.take(int64(n-m.have)*m.unit) {
+		return false
+	}
+	m.have = n
+	return true
+}
+
+// shrinkTo gives back the slots beyond n and the floor. m.mu must be held.
+func (m *memShare) shrinkTo(n int) {
+	keep := n
+	if !m.left {
+		keep = max(n, floorSlots)
+	}
+	if m.have > keep {
+		m.tm.give(int64(m.have-keep) * m.unit)
+		m.have = keep
+	}
+}
+
+// ensure is grow for a download, which counts its own slots in use.
+func (m *memShare) ensure(n int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.grow(n)
+}
+
+// trim is shrinkTo for a download: n slots are still in use.
+func (m *memShare) trim(n int) {
+	m.mu.Lock()
+	m.shrinkTo(n)
+	m.mu.Unlock()
+}
+
+// take takes a slot for one more of an upload's buffers, waiting while the transfer
+// holds all it may until one of its buffers is freed; false once ctx ends.
+func (m *memShare) take(ctx context.Context) bool {
+	for {
+		m.mu.Lock()
+		if m.grow(m.inUse + 1) {
+			m.inUse++
+			m.mu.Unlock()
+			return true
+		}
+		// inUse >= have >= floorSlots here: a buffer of this transfer is out, and put
+		// wakes the wait when it comes back.
+		if m.wake == nil {
+			m.wake = make(chan struct{}, 1)
+		}
+		wake := m.wake
+		m.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// put gives back the slot of an upload's buffer that was freed. It may run after the
+// transfer has ended (a channel's writer lets go of a WRITE late).
+func (m *memShare) put() {
+	m.mu.Lock()
+	m.inUse--
+	m.shrinkTo(m.inUse)
+	wake := m.wake
+	m.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// leave ends the transfer's share: every slot not still in use goes back, and the
+// ones in use go back as they are put.
+func (m *memShare) leave() {
+	m.mu.Lock()
+	if !m.left {
+		m.left = true
+		m.tm.active.Add(-1)
+		m.shrinkTo(m.inUse)
+	}
+	m.mu.Unlock()
+}
