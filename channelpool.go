@@ -44,6 +44,7 @@ type channelPool struct {
 	// lingering are the channels given up on a stalled Write (connwrite.go) whose
 	// reader or writer may still run: see closedToNew.
 	lingering []*conn
+	idle      idleSweeper // closes idle data channels (channelidle.go)
 }
 
 // maxLingering is how many channels given up on a stalled Write may still hold their
@@ -66,6 +67,7 @@ func (s *channelPool) closeAll() {
 	conns := s.conns
 	s.conns, s.closed = nil, true
 	s.mu.Unlock()
+	s.stopSweeps()
 	var wg sync.WaitGroup
 	for _, cn := range conns {
 		wg.Add(1)
@@ -170,6 +172,7 @@ func (s *channelPool) add(cn *conn) bool {
 	closed := s.closed
 	if !closed {
 		s.conns = append(s.conns, cn)
+		s.armSweepLocked()
 	}
 	s.mu.Unlock()
 	if closed {
