@@ -37,12 +37,14 @@ import (
 // upload on the same Client) cannot lock up either.
 
 // defaultTransferMemory is a Client's budget for transfer data when WithTransferMemory
-// is not given: the window of one striped transfer (windowBudget), so a transfer
-// alone keeps the window it would keep without the budget.
-const defaultTransferMemory = windowBudget
+// is not given: more than the window of one striped transfer (windowBudget), so a
+// transfer alone keeps the window it would keep without the budget, and enough that
+// many transfers on a long link keep their channels busy (an upload's WRITE on a
+// sibling lane holds its buffer for a round trip) while the process stays well
+// within 100 MiB.
+const defaultTransferMemory = 48 << 20
 
-// minTransferMemory keeps the budget from being smaller than one transfer's window on
-// one channel with OpenSSH's request size.
+// minTransferMemory keeps the budget above a few buffers of the largest request.
 const minTransferMemory = 1 << 20
 
 // floorSlots is how many buffers a transfer may always hold, budget or not: one lets
@@ -50,7 +52,7 @@ const minTransferMemory = 1 << 20
 const floorSlots = 1
 
 // WithTransferMemory sets the most memory the data buffers of the Client's transfers
-// hold at once, summed over every transfer under way on the Client (default 32 MiB,
+// hold at once, summed over every transfer under way on the Client (default 48 MiB,
 // at least 1 MiB). Concurrent transfers (File.ReadFrom and WriteTo, Read, ReadAt,
 // WriteAt, Get, Put, ReadFile, WriteFile, Hash's reads) share it: each takes buffers
 // as it needs them, up to its window (WithMaxInflight, WithChannels), while the budget
