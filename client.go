@@ -372,7 +372,9 @@ func newClient(opts []Option) (*Client, error) {
 	}
 	c.dataSize.Store(defaultDataSize)
 	c.mem.init(cmp.Or(c.opts.transferMemory, defaultTransferMemory))
+	c.mem.idle.pool = &c.dataPool
 	c.dataPool.New = func() any {
+		c.mem.idle.fresh.Add(1)
 		b := make([]byte, int(c.dataSize.Load())+packetSlack)
 		return &b
 	}
@@ -461,6 +463,7 @@ func (c *Client) Close() error {
 			c.source.close()
 		}
 		c.dataOpener.wait()
+		c.mem.idle.stop()
 	})
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Transfer memory: one byte budget per Client for the data buffers of its transfers.
@@ -89,6 +90,92 @@ type transferMemory struct {
 	free   atomic.Int64 // bytes not charged to any transfer
 	active atomic.Int64 // transfers under way (memShares joined and not left)
 	low    atomic.Int64 // the least free has been, for tests and measurements
+
+	idle idleBuffers // empties the buffer pool once transfers have stopped
+}
+
+// Buffers of transfers that have stopped. The data buffers go back to the Client's
+// sync.Pool, which keeps them through one garbage collection and frees them at the
+// next; an idle service may not collect for minutes (the runtime forces one every
+// two), so a burst of transfers would hold its budget's worth for two of them. Once
+// no transfer has run for buffersIdleAfter, the pool is emptied instead: what it held
+// is freed at the next collection. Only then: a service moving one file after another
+// keeps reusing the same buffers.
+
+// buffersIdleAfter is how long no transfer must run before the pool is emptied.
+const buffersIdleAfter = 10 * time.Second
+
+// idleBuffers empties a Client's buffer pool once its transfers have been idle.
+type idleBuffers struct {
+	joins atomic.Uint64 // transfers started, ever
+	fresh atomic.Int64  // buffers the pool's New made, ever: tells an empty pool
+
+	mu     sync.Mutex
+	timer  *time.Timer   // armed once the last transfer under way has ended
+	fired  chan struct{} // closed once the timer's function has returned
+	closed bool
+	pool   *sync.Pool
+}
+
+// arm starts the wait once no transfer runs.
+func (b *idleBuffers) arm(tm *transferMemory) {
+	b.mu.Lock()
+	b.armLocked(tm)
+	b.mu.Unlock()
+}
+
+func (b *idleBuffers) armLocked(tm *transferMemory) {
+	if b.closed || b.timer != nil || b.pool == nil {
+		return
+	}
+	joins := b.joins.Load()
+	fired := make(chan struct{})
+	b.fired = fired
+	b.timer = time.AfterFunc(buffersIdleAfter, func() {
+		defer close(fired)
+		expired := b.expire(tm, joins)
+		b.mu.Lock()
+		b.timer = nil
+		if !expired && tm.active.Load() == 0 {
+			b.armLocked(tm) // transfers ran in between and are over: wait from now
+		}
+		b.mu.Unlock()
+	})
+}
+
+// expire empties the pool if no transfer has started since joins was read and none
+// runs, and reports whether it did. Get takes what another P keeps only from its
+// shared part, so a few buffers may stay: they go with the next collections.
+func (b *idleBuffers) expire(tm *transferMemory, joins uint64) bool {
+	if tm.active.Load() != 0 || b.joins.Load() != joins {
+		return false
+	}
+	for range 1 << 16 { // a bound: other calls may Put while this empties
+		made := b.fresh.Load()
+		b.pool.Get()
+		if b.fresh.Load() != made {
+			break // the pool was empty: New made that one
+		}
+	}
+	return true
+}
+
+// stop ends the waits (Client.Close), waiting for one under way.
+func (b *idleBuffers) stop() {
+	b.mu.Lock()
+	b.closed = true
+	timer, fired := b.timer, b.fired
+	b.mu.Unlock()
+	if timer == nil {
+		return
+	}
+	if timer.Stop() {
+		b.mu.Lock()
+		b.timer = nil
+		b.mu.Unlock()
+	} else {
+		<-fired // its function is under way: it arms nothing once closed
+	}
 }
 
 func (tm *transferMemory) init(limit int64) {
@@ -138,6 +225,7 @@ func (m *memShare) join(c *Client) {
 	m.tm, m.unit = &c.mem, int64(c.dataSize.Load())+packetSlack
 	m.have = floorSlots
 	m.tm.charge(floorSlots * m.unit)
+	m.tm.idle.joins.Add(1)
 	m.tm.active.Add(1)
 }
 
@@ -231,10 +319,14 @@ func (m *memShare) put() {
 // ones in use go back as they are put.
 func (m *memShare) leave() {
 	m.mu.Lock()
+	last := false
 	if !m.left {
 		m.left = true
-		m.tm.active.Add(-1)
+		last = m.tm.active.Add(-1) == 0
 		m.shrinkTo(m.inUse)
 	}
 	m.mu.Unlock()
+	if last {
+		m.tm.idle.arm(m.tm)
+	}
 }

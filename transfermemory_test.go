@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -216,4 +217,59 @@ func TestTransferMemoryRemoteToRemote(t *testing.T) {
 		require.Equal(t, want[i], got, "file %d", i)
 	}
 	require.LessOrEqual(t, c.mem.peak(), c.mem.limit.Load()+2*files*(c.dataSize.Load()+packetSlack))
+}
+
+// TestIdleBuffersExpire checks what empties the buffer pool once transfers have
+// stopped (the timer only calls expire): nothing while a transfer runs or when one
+// started since the wait began, else the pool, but for what other Ps keep to
+// themselves (sync.Pool's Get cannot take it).
+func TestIdleBuffersExpire(t *testing.T) {
+	c, err := newClient(nil)
+	require.NoError(t, err)
+	tm := &c.mem
+	put := make(map[*[]byte]bool)
+	for range 64 {
+		bp := new([]byte)
+		put[bp] = true
+		c.dataPool.Put(bp)
+	}
+
+	var m memShare
+	m.join(c)
+	joins := tm.idle.joins.Load()
+	require.False(t, tm.idle.expire(tm, joins), "a transfer runs")
+	m.leave()
+	require.False(t, tm.idle.expire(tm, joins-1), "a transfer started since the wait began")
+	require.True(t, tm.idle.expire(tm, joins))
+
+	left := 0
+	for range len(put) {
+		made := tm.idle.fresh.Load()
+		bp := c.dataPool.Get().(*[]byte)
+		if tm.idle.fresh.Load() != made {
+			break
+		}
+		if put[bp] {
+			left++
+		}
+	}
+	require.LessOrEqual(t, left, runtime.GOMAXPROCS(0), "buffers left in the pool")
+}
+
+// TestIdleBuffersStop checks that Close ends the wait: no timer outlives the Client.
+func TestIdleBuffersStop(t *testing.T) {
+	c, err := newClient(nil)
+	require.NoError(t, err)
+	var m memShare
+	m.join(c)
+	m.leave() // the last transfer: the wait starts
+	c.mem.idle.mu.Lock()
+	armed := c.mem.idle.timer != nil
+	c.mem.idle.mu.Unlock()
+	require.True(t, armed)
+	c.mem.idle.stop()
+	c.mem.idle.arm(&c.mem)
+	c.mem.idle.mu.Lock()
+	defer c.mem.idle.mu.Unlock()
+	require.Nil(t, c.mem.idle.timer, "nothing is armed once stopped")
 }
