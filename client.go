@@ -80,7 +80,8 @@ type Option func(*options) error
 // where the Client stripes (see WithChannels) 12 for each channel it may use, enough
 // to fill each channel's 2 MiB window, within 32 MiB of requests. More helps only
 // until the SSH channel windows are full; WithMaxInflight(1) sends one request at a
-// time.
+// time. Whatever n, the transfer's buffers come out of the Client's transfer memory
+// (WithTransferMemory), shared by every transfer under way.
 func WithMaxInflight(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
