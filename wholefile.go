@@ -99,7 +99,8 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
 	for {
 		f, size, err = c.openSizedOn(ctx, c.fileChannel(), name) // see filechannel.go
-		if !errors.Is(err, errChannelRetired) { // else it was sent nothing: another one
+		// A channel closed for lying idle (channelidle.go) was sent nothing: another one.
+		if !errors.Is(err, errChannelRetired) {
 			return f, size, err
 		}
 	}
