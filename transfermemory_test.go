@@ -227,6 +227,7 @@ func TestIdleBuffersExpire(t *testing.T) {
 	c, err := newClient(nil)
 	require.NoError(t, err)
 	tm := &c.mem
+	t.Cleanup(tm.idle.stop) // no Close: its wait would outlive the test
 	put := make(map[*[]byte]bool)
 	for range 64 {
 		bp := new([]byte)
