@@ -16,13 +16,8 @@ import (
 // sweeps in a row with nothing sent between, the pool keeps keptIdleChannels, and a
 // channel with a File open on it stays whatever its idleness.
 func TestIdleChannelsSwept(t *testing.T) {
-	e := newStripeEnv(t, 0)
-	const size = 4 << 20
-	data := randBytes(size, 7)
-	c, _ := e.client(t, "", WithChannels(5), withStripeFrom(1<<20))
-	down := e.file(t, "down", data)
-	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 5) })
-	require.Len(t, c.dataChannels(), 5)
+	c, down, data := stripedOver(t, 5)
+	size := len(data)
 
 	// A File left open on a data channel pins it.
 	f, err := c.Open(testCtx(t), down)
@@ -58,16 +53,22 @@ func TestIdleChannelsSwept(t *testing.T) {
 	downloadWhole(t, c, down, data, nil)
 }
 
+// stripedOver returns a Client whose download of the file down (its content data)
+// striped over n data channels, each left idle.
+func stripedOver(t *testing.T, n int) (c *Client, down string, data []byte) {
+	e := newStripeEnv(t, 0)
+	data = randBytes(4<<20, uint64(n))
+	c, _ = e.client(t, "", WithChannels(n), withStripeFrom(1<<20))
+	down = e.file(t, "down", data)
+	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, n) })
+	require.Len(t, c.dataChannels(), n)
+	return c, down, data
+}
+
 // TestIdleChannelActivityKeepsIt checks that a request between two sweeps keeps a
 // channel: it is closed only at the sweep after a whole quiet period.
 func TestIdleChannelActivityKeepsIt(t *testing.T) {
-	e := newStripeEnv(t, 0)
-	const size = 4 << 20
-	data := randBytes(size, 8)
-	c, _ := e.client(t, "", WithChannels(3), withStripeFrom(1<<20))
-	down := e.file(t, "down", data)
-	downloadWhole(t, c, down, data, func() error { return e.awaitLanes(c, down, 3) })
-	require.Len(t, c.dataChannels(), 3)
+	c, down, _ := stripedOver(t, 3)
 
 	require.Zero(t, c.chans.sweep())
 	// A File opened and closed on each data channel in turn: each has sent requests

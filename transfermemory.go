@@ -33,9 +33,9 @@ import (
 // waits for a slot at all: it sends what its slots allow and asks again at its next
 // event. An upload's producer waits only while its own buffers are all taken, until
 // one of them is freed (or its ctx ends): which its scheduler always brings about
-// without reading more of the source. Nothing holds a slot while waiting for a slot
-// of the same budget, so transfers feeding each other (a download written into an
-// upload on the same Client) cannot lock up either.
+// without reading more of the source. No wait for a slot depends on another transfer,
+// so transfers feeding each other (a download written into an upload on the same
+// Client) cannot lock up either.
 
 // defaultTransferMemory is a Client's budget for transfer data when WithTransferMemory
 // is not given: more than the window of one striped transfer (windowBudget), so a
