@@ -56,6 +56,7 @@ func TestIdleChannelsSwept(t *testing.T) {
 // stripedOver returns a Client whose download of the file down (its content data)
 // striped over n data channels, each left idle.
 func stripedOver(t *testing.T, n int) (c *Client, down string, data []byte) {
+	t.Helper()
 	e := newStripeEnv(t, 0)
 	data = randBytes(4<<20, uint64(n))
 	c, _ = e.client(t, "", WithChannels(n), withStripeFrom(1<<20))

@@ -54,7 +54,7 @@ const floorSlots = 1
 
 // WithTransferMemory sets the most memory the data buffers of the Client's transfers
 // hold at once, summed over every transfer under way on the Client (default 48 MiB,
-// at least 1 MiB). Concurrent transfers (File.ReadFrom and WriteTo, Read, ReadAt,
+// at least 1 MiB). Concurrent transfers (File.ReadFrom and WriteTo, Read, ReadAt, Write,
 // WriteAt, Get, Put, ReadFile, WriteFile, Hash's reads) share it: each takes buffers
 // as it needs them, up to its window (WithMaxInflight, WithChannels), while the budget
 // has room and it holds less than its fair share of it; one transfer alone may use it
