@@ -130,16 +130,22 @@ func (s *channelPool) sweep() int {
 	s.conns = kept
 	s.idle.seen = seen
 	s.mu.Unlock()
+	shutdownAll(retired, errChannelRetired)
+	return len(retired)
+}
+
+// shutdownAll shuts the conns down in parallel, each waiting for its server to close
+// its side (a round trip and a process exit), so that the waits overlap.
+func shutdownAll(conns []*conn, cause error) {
 	var wg sync.WaitGroup
-	for _, cn := range retired {
+	for _, cn := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cn.shutdown(errChannelRetired)
+			cn.shutdown(cause)
 		}()
 	}
 	wg.Wait()
-	return len(retired)
 }
 
 // stopSweeps stops the sweeps, waiting for one under way; s.closed is set already, so

@@ -68,15 +68,7 @@ func (s *channelPool) closeAll() {
 	s.conns, s.closed = nil, true
 	s.mu.Unlock()
 	s.stopSweeps()
-	var wg sync.WaitGroup
-	for _, cn := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cn.close()
-		}()
-	}
-	wg.Wait()
+	shutdownAll(conns, errClientClosed)
 }
 
 // live returns the channels that have not failed, dropping dead ones from the set.
