@@ -44,6 +44,7 @@ type channelPool struct {
 	// lingering are the channels given up on a stalled Write (connwrite.go) whose
 	// reader or writer may still run: see closedToNew.
 	lingering []*conn
+	idle      idleSweeper // closes idle data channels (channelidle.go)
 }
 
 // maxLingering is how many channels given up on a stalled Write may still hold their
@@ -66,15 +67,8 @@ func (s *channelPool) closeAll() {
 	conns := s.conns
 	s.conns, s.closed = nil, true
 	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, cn := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cn.close()
-		}()
-	}
-	wg.Wait()
+	s.stopSweeps()
+	shutdownAll(conns, errClientClosed)
 }
 
 // live returns the channels that have not failed, dropping dead ones from the set.
@@ -171,6 +165,7 @@ func (s *channelPool) add(cn *conn) bool {
 	closed := s.closed
 	if !closed {
 		s.conns = append(s.conns, cn)
+		s.armSweepLocked()
 	}
 	s.mu.Unlock()
 	if closed {

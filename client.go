@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ type options struct {
 	channels     int
 	stripeMinRTT time.Duration
 	stallGrace   time.Duration // 0: writeStallGrace (tests shorten it)
+	// transferMemory is what the buffers of the Client's transfers may hold
+	// (transfermemory.go); 0: the default.
+	transferMemory int64
 	// span and stripeFrom, when not 0, stand for maxSpan and stripeMin: tests lower
 	// them, so that transfers of a few MiB do what large ones do.
 	span       int64
@@ -79,7 +83,8 @@ type Option func(*options) error
 // where the Client stripes (see WithChannels) 12 for each channel it may use, enough
 // to fill each channel's 2 MiB window, within 32 MiB of requests. More helps only
 // until the SSH channel windows are full; WithMaxInflight(1) sends one request at a
-// time.
+// time. Whatever n, the transfer's buffers come out of the Client's transfer memory
+// (WithTransferMemory), shared by every transfer under way.
 func WithMaxInflight(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 4096 {
@@ -251,6 +256,7 @@ type Client struct {
 	// may run on a reader goroutine while start is still negotiating it.
 	dataSize atomic.Int64
 	dataPool sync.Pool
+	mem      transferMemory // the budget of every transfer's buffers (transfermemory.go)
 
 	// readCap is the largest DATA the server has been seen to return when asked for
 	// more (0 until a short read is seen). Later transfers start from it, so they do
@@ -372,7 +378,10 @@ func newClient(opts []Option) (*Client, error) {
 	}
 	c.obs.log, c.facts.obs = c.opts.logger, &c.obs
 	c.dataSize.Store(defaultDataSize)
+	c.mem.init(cmp.Or(c.opts.transferMemory, defaultTransferMemory))
+	c.mem.idle.pool = &c.dataPool
 	c.dataPool.New = func() any {
+		c.mem.idle.fresh.Add(1)
 		b := make([]byte, int(c.dataSize.Load())+packetSlack)
 		return &b
 	}
@@ -463,6 +472,7 @@ func (c *Client) Close() error {
 			c.source.close()
 		}
 		c.dataOpener.wait()
+		c.mem.idle.stop()
 	})
 	return nil
 }

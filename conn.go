@@ -108,6 +108,7 @@ type conn struct {
 	pending map[uint32]waiter // guarded by mu; nil once failed
 	given   givenUpIDs        // guarded by mu: requests given up (givenup.go)
 	ws      writeState        // guarded by mu: the writer's queue (connwrite.go)
+	idle    idleState         // guarded by mu: what tells an idle channel (channelpool.go)
 
 	bg         sync.WaitGroup // goroutines started by background (waitWithin)
 	done       chan struct{}  // closed by fail
@@ -326,6 +327,7 @@ func (c *conn) dispatch(resp response) bool {
 	}
 	failed := c.pending == nil
 	ok = ok || !failed && c.forgottenLocked(resp.id) // a late reply: w.ch is nil
+	c.idle.replied(resp.typ)
 	c.mu.Unlock()
 	ch := w.ch
 	switch {
@@ -451,11 +453,16 @@ func (c *conn) enqueue(ctx context.Context, pkt []byte, ref packetRef, w waiter)
 	}
 	id := packetID(pkt)
 	c.mu.Lock()
-	if c.pending == nil {
+	if c.pending == nil || c.idle.retired {
+		err := c.err
+		if c.pending != nil { // retired, and fail is on its way
+			err = &closedError{cause: errChannelRetired}
+		}
 		c.mu.Unlock()
 		tell(ref)
-		return 0, c.err
+		return 0, err
 	}
+	c.idle.sent(pkt)
 	w.seq = c.queueLocked(pkt, ref)
 	c.pending[id] = w
 	wake := c.ws.idle

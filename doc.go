@@ -92,7 +92,9 @@
 // File.ReadFrom, WriteTo (and so io.Copy), ReadFile, WriteFile, Get and Put keep a
 // window of requests in flight (64 on one channel, 12 per channel when striped,
 // within 32 MiB; WithMaxInflight sets another), each as large as the server's
-// limits@openssh.com allows (WithMaxPacket). One SSH channel carries at most
+// limits@openssh.com allows (WithMaxPacket). The buffers of all the Client's transfers
+// come out of one budget (WithTransferMemory, 48 MiB by default), which concurrent
+// transfers share. One SSH channel carries at most
 // its 2 MiB window per round trip; on links with a long round trip (2 ms or more,
 // measured) a large transfer is striped: the file is opened on several SFTP channels,
 // each moving its own ranges, as many as the round trip calls for and more while that

@@ -102,6 +102,10 @@ func (c *Client) Create(ctx context.Context, name string) (*File, error) {
 // all (rclone's opens the existing file; see docs/servers.md).
 func (c *Client) OpenFile(ctx context.Context, name string, flag int, perm fs.FileMode) (*File, error) {
 	f, err := c.openFile(ctx, c.fileChannel(), name, flag, perm) // see filechannel.go
+	// A channel closed for lying idle (channelidle.go) was sent nothing: another one.
+	for errors.Is(err, errChannelRetired) {
+		f, err = c.openFile(ctx, c.fileChannel(), name, flag, perm)
+	}
 	if err != nil {
 		if exclusiveCreate(flag) {
 			err = c.existError(ctx, name, err)

@@ -8,6 +8,8 @@ import "cmp"
 //   - The window (Client.window, File.window) is how many requests one transfer keeps
 //     in flight, summed over its lanes. Each holds at most one pooled data buffer, so it
 //     is also what bounds a transfer's memory: window x (request size + packetSlack).
+//     What all the transfers of a Client hold together is bounded by its transfer
+//     memory (transfermemory.go), of which each transfer takes a slot per buffer.
 //   - A lane's cap (readLaneCap, writeLaneCap) is how many of those one SSH channel
 //     carries at once: about what its flow-control window holds. More would only
 //     queue at the server (reads) or inside x/crypto's Write (writes).

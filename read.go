@@ -105,6 +105,10 @@ type readStream struct {
 	// sum, with Verify, hashes what the writers wrote, in offset order (sumfeed.go): a
 	// piece is reported written once hashed too.
 	sum *sumFeed
+
+	// mem is the stream's part of the Client's transfer memory (transfermemory.go): a
+	// slot for each buffer counted by slotsInUse.
+	mem memShare
 }
 
 // newReadStream starts reading at off. With stat, an FSTAT goes out alongside the first
@@ -129,6 +133,7 @@ func (f *File) newReadStream(ctx context.Context, off, limit int64, win int, sta
 		segs: make(map[int64]segment, window),
 		ends: newReadEnds(), hint: -1, op: "writeto",
 	}
+	s.mem.join(f.c)
 	if f.c.stripes() {
 		s.capped = true
 		s.laneCap = readLaneCap(s.size)
@@ -175,6 +180,22 @@ func (s *readStream) stopAt() int64 {
 // inWindow counts what the window rule bounds.
 func (s *readStream) inWindow() int { return len(s.reqs) + len(s.segs) + s.held }
 
+// slotsInUse counts the buffers the stream holds, for its share of the Client's
+// transfer memory: what the window bounds, and the segment being consumed.
+func (s *readStream) slotsInUse() int {
+	n := s.inWindow()
+	if s.cur.resp.buf != nil {
+		n++
+	}
+	return n
+}
+
+// roomFor reports whether the Client's transfer memory has a slot for one more READ.
+func (s *readStream) roomFor() bool { return s.mem.ensure(s.slotsInUse() + 1) }
+
+// gaveBack returns to the Client's transfer memory the slots of buffers consumed.
+func (s *readStream) gaveBack() { s.mem.trim(s.slotsInUse()) }
+
 // fill sends READs while the window has room: first the rests of short DATAs, then
 // new ranges.
 func (s *readStream) fill() {
@@ -188,10 +209,11 @@ func (s *readStream) fill() {
 func (s *readStream) fillRedo() bool {
 	for len(s.redo) > 0 {
 		i := 0
-		if s.inWindow() >= s.win {
+		if s.inWindow() >= s.win || !s.roomFor() {
 			// The exception of the window rule: only the rest that the data held is
 			// waiting for, and only with nothing in flight or at a writer that could
-			// free room.
+			// free room. The same goes when the Client's transfer memory has no slot
+			// for it: the segments held wait for this one.
 			i = slices.IndexFunc(s.redo, func(c chunk) bool { return c.off == s.next })
 			if len(s.reqs) > 0 || s.held > s.parked() || i < 0 {
 				return true
@@ -224,6 +246,9 @@ func (s *readStream) fillNew() {
 		}
 		if s.direct && s.issue+int64(n) > s.wrote.prefix+s.span {
 			return // the span bound: see maxSpan
+		}
+		if !s.roomFor() {
+			return // the Client's transfer memory: asked again at the next event
 		}
 		if !s.send(chunk{off: s.issue, n: n}) {
 			return
@@ -309,6 +334,7 @@ func (s *readStream) more() bool {
 		s.fail(s.next, ctxError(s.ctx, ""))
 		s.abandon()
 	}
+	s.gaveBack()
 	return true
 }
 
@@ -459,6 +485,7 @@ func (s *readStream) read(p []byte) (int, error) {
 	s.cur.data = s.cur.data[n:]
 	if len(s.cur.data) == 0 {
 		s.cur.resp.release()
+		s.gaveBack()
 	}
 	return n, nil
 }
@@ -530,6 +557,7 @@ func (s *readStream) writeTo(w io.Writer) (int64, error) {
 		}
 		s.cur.data = nil
 		s.cur.resp.release()
+		s.gaveBack()
 		if err != nil {
 			return total, err
 		}
@@ -662,4 +690,5 @@ func (s *readStream) close() {
 		seg.resp.release()
 		delete(s.segs, off)
 	}
+	s.mem.leave()
 }

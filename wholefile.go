@@ -97,7 +97,16 @@ func readWhole(ctx context.Context, f *File, buf *bytes.Buffer) error {
 // other in between): the size only chooses how to read, and readOneRound checks that the
 // handle holds exactly that much.
 func (c *Client) openSized(ctx context.Context, name string) (f *File, size int64, err error) {
-	cn := c.fileChannel() // see filechannel.go
+	for {
+		f, size, err = c.openSizedOn(ctx, c.fileChannel(), name) // see filechannel.go
+		// A channel closed for lying idle (channelidle.go) was sent nothing: another one.
+		if !errors.Is(err, errChannelRetired) {
+			return f, size, err
+		}
+	}
+}
+
+func (c *Client) openSizedOn(ctx context.Context, cn *conn, name string) (f *File, size int64, err error) {
 	bp := cn.smallPool.Get().(*[]byte)
 	st := cn.start(ctx, appendString1((*bp)[:0], sshfx.TypeStat, cn.newID(), name), nil)
 	cn.smallPool.Put(bp) // copied, or built elsewhere when it outgrew bp

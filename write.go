@@ -133,13 +133,17 @@ type writeStream struct {
 	// sum, with Verify, hashes each chunk as it is handed out in offset order
 	// (sumfeed.go, verify.go sumChunk).
 	sum *sumFeed
+
+	// mem is the upload's part of the Client's transfer memory (transfermemory.go): a
+	// slot goes with each of bufs' tokens.
+	mem memShare
 }
 
 // newWriteStream starts an upload at off for op, the entry point its errors name,
 // while ctx lasts.
 func (f *File) newWriteStream(ctx context.Context, op string, off int64) *writeStream {
 	window := f.window()
-	return &writeStream{
+	ws := &writeStream{
 		// Siblings open without CREAT or TRUNC: the caller's open already created or
 		// truncated the file, and a second TRUNC would destroy what other lanes wrote.
 		// READ, for the proof that they are on the File's file (reopen.go).
@@ -157,6 +161,8 @@ func (f *File) newWriteStream(ctx context.Context, op string, off int64) *writeS
 		end:      math.MaxInt64,
 		op:       op,
 	}
+	ws.mem.join(f.c)
+	return ws
 }
 
 // sizedReaderAt reports whether src can be read in parallel: an io.ReaderAt and
@@ -235,6 +241,7 @@ func (ws *writeStream) copyFrom(src io.Reader) (int64, error) {
 	halt()
 	ws.endSum()
 	ws.cleanup()
+	ws.mem.leave() // buffers still at a channel's writer give theirs back as they are freed
 	// A failed CLOSE of a sibling handle may be the only report of a lost write: a
 	// server's answer puts the failure at the start. A CLOSE that failed with its
 	// channel says nothing of the WRITEs the server acknowledged: the failure goes
@@ -302,7 +309,7 @@ func (ws *writeStream) readAt(ctx context.Context, ra io.ReaderAt, base int64) e
 				}
 				rel := next.Add(int64(ws.size)) - int64(ws.size)
 				if rel >= end.Load() {
-					<-ws.bufs
+					ws.putToken()
 					<-ws.slots
 					return nil
 				}
@@ -542,7 +549,7 @@ func (ws *writeStream) release(h *heldBuf) {
 	}
 	ws.f.c.dataPool.Put(h.buf)
 	if h.token {
-		<-ws.bufs // never blocks: the token was taken for this buffer
+		ws.putToken()
 	}
 	h.buf, h.token, h.lane = nil, false, nil
 	select {
@@ -566,11 +573,12 @@ func (ws *writeStream) resendLater(req chunk) {
 
 func (ws *writeStream) drop(bp *[]byte) {
 	ws.f.c.dataPool.Put(bp)
-	<-ws.bufs
+	ws.putToken()
 	<-ws.slots
 }
 
-// acquire takes a window slot and a buffer for the next chunk; false once ctx ends.
+// acquire takes a window slot, a buffer and its slot of the Client's transfer memory
+// for the next chunk; false once ctx ends.
 func (ws *writeStream) acquire(ctx context.Context) bool {
 	select {
 	case ws.slots <- struct{}{}:
@@ -579,10 +587,30 @@ func (ws *writeStream) acquire(ctx context.Context) bool {
 	}
 	select {
 	case ws.bufs <- struct{}{}:
-		return true
 	case <-ctx.Done():
 		<-ws.slots
 		return false
+	}
+	if !ws.mem.take(ctx) {
+		<-ws.bufs
+		<-ws.slots
+		return false
+	}
+	return true
+}
+
+// putToken gives back a buffer's token and its slot of the Client's transfer memory.
+func (ws *writeStream) putToken() {
+	<-ws.bufs // never blocks: the token was taken for this buffer
+	ws.mem.put()
+}
+
+// recycle returns the buffer of a chunk the upload will not send, with its token:
+// the stream is over, so only its slot of the Client's transfer memory matters.
+func (ws *writeStream) recycle(c filledChunk) {
+	ws.f.c.dataPool.Put(c.buf)
+	if !c.untokened {
+		ws.mem.put()
 	}
 }
 
@@ -670,18 +698,18 @@ func (ws *writeStream) abort(cause error) error {
 // of keeps its buffer until that Write returns (heldBuf.writeDone).
 func (ws *writeStream) cleanup() {
 	for _, c := range ws.resend {
-		ws.f.c.dataPool.Put(c.buf)
+		ws.recycle(c)
 	}
 	ws.resend = nil
 	for c := range ws.filled {
-		ws.f.c.dataPool.Put(c.buf)
+		ws.recycle(c)
 	}
 	for off, c := range ws.ready {
-		ws.f.c.dataPool.Put(c.buf)
+		ws.recycle(c)
 		delete(ws.ready, off)
 	}
 	if ws.heldBack != nil {
-		ws.f.c.dataPool.Put(ws.heldBack.buf)
+		ws.recycle(*ws.heldBack)
 		ws.heldBack = nil
 	}
 	if len(ws.reqs) > 0 || ws.nonceID != 0 {
