@@ -42,6 +42,9 @@ func TestIdleChannelsSwept(t *testing.T) {
 		}
 	}
 	require.Zero(t, c.chans.sweep(), "the pool keeps its few")
+	st := c.Stats()
+	require.Zero(t, st.DataChannelsGivenUp, "closed for lying idle, not given up")
+	require.Equal(t, int64(keptIdleChannels), st.DataChannelsOpen)
 
 	// The channels closed are gone for good, the ones kept still work.
 	got := make([]byte, size)

@@ -55,7 +55,7 @@ import (
 // records it), "limits@openssh.com" when the server publishes no limits (size: the
 // data bytes per request, 32768), "read cap" when it returns less than asked for
 // (size: what it returns), "phantom directories". A data channel closed by the
-// Client (Close) is "closed"; one that died (reset, the server's exit, a protocol
+// Client (Close, or for lying idle) is "closed"; one that died (reset, the server's exit, a protocol
 // error, a stalled write, a silent connection) is "given up", and transfers go on
 // over the others. The handler may call Stats, but no other method of the Client:
 // some events are logged with a lock of the Client held.
@@ -200,7 +200,8 @@ func (t *channelTag) ended(cause error) {
 	if errors.As(cause, &pe) {
 		o.errors.Add(1)
 	}
-	closed := errors.Is(cause, errClientClosed)
+	// Closed by the Client: at Close, or for lying idle (channelidle.go).
+	closed := errors.Is(cause, errClientClosed) || errors.Is(cause, errChannelRetired)
 	if t.num == 0 {
 		if !closed && o.log != nil {
 			o.log.LogAttrs(bg, slog.LevelError, "sftp: client failed", slog.Any("err", cause))
