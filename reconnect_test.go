@@ -522,3 +522,21 @@ func TestReconnectPauses(t *testing.T) {
 	_, ok3 := few.failed(false)
 	require.Equal(t, []bool{true, true, false}, []bool{ok1, ok2, ok3})
 }
+
+// The files in place a transfer's log remembers are bounded: past rememberLimit a
+// file done is not remembered (a later try copies it again), and the progress that
+// counts as moving on is still seen.
+func TestTransferLogRemembersWithinItsLimit(t *testing.T) {
+	l := newTransferLog(nil, nil)
+	l.limit = 3 * rememberCost("dir/f0")
+	for i := range 5 {
+		l.startTry()
+		l.report(Progress{Path: fmt.Sprintf("dir/f%d", i), Done: true})
+		require.True(t, l.advanced(), "file %d done is progress", i)
+	}
+	l.report(Progress{Path: "dir/f0", Done: true}) // reported again: not charged twice
+	for i := range 5 {
+		require.Equal(t, i < 3, l.skip(fmt.Sprintf("dir/f%d", i), nil), "file %d", i)
+	}
+	require.Equal(t, l.limit, l.held)
+}

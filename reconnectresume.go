@@ -79,8 +79,8 @@ func (r *Reconnecting) transfer(ctx context.Context, opts []TransferOption, do f
 }
 
 // transferLog is what the tries of one transfer learn from its progress reports: the
-// files in place (a retry leaves them out: one entry per file completed, the memory a
-// tree's retries cost), and how far each unfinished file has got, so that a try is
+// files in place (a retry leaves them out: one entry per file completed, within
+// rememberLimit), and how far each unfinished file has got, so that a try is
 // known to have progressed when it got further than every one before it. It passes
 // each report on to the caller's OnProgress, and asks the caller's SkipFiles first.
 type transferLog struct {
@@ -88,20 +88,34 @@ type transferLog struct {
 	skipFile func(string, fs.FileInfo) bool
 
 	mu    sync.Mutex
-	done  map[string]bool  // source paths of the files in place
+	done  map[string]bool // source paths of the files in place
+	held  int64           // what done holds, by rememberCost; at most limit
+	limit int64
 	best  map[string]int64 // the most bytes of each unfinished file any try had
 	moved bool             // this try got further than every one before it
 }
 
 func newTransferLog(progress func(Progress), skip func(string, fs.FileInfo) bool) *transferLog {
-	return &transferLog{progress: progress, skipFile: skip, done: map[string]bool{}, best: map[string]int64{}}
+	return &transferLog{progress: progress, skipFile: skip, done: map[string]bool{}, best: map[string]int64{}, limit: rememberLimit}
 }
+
+// rememberLimit bounds what a transfer's log holds of the files in place. On a Get
+// their names come from the server, and a tree of millions of empty files must not
+// grow it without end: past the limit a file in place is not remembered, and a later
+// try copies it again under Resume, which is slower, never wrong.
+const rememberLimit = 16 << 20
+
+// rememberCost is what remembering the path p costs: its bytes and the map entry.
+func rememberCost(p string) int64 { return int64(len(p)) + 64 }
 
 func (l *transferLog) report(p Progress) {
 	l.mu.Lock()
 	switch {
 	case p.Done:
-		l.done[p.Path] = true
+		if c := rememberCost(p.Path); !l.done[p.Path] && l.held+c <= l.limit {
+			l.done[p.Path] = true
+			l.held += c
+		}
 		delete(l.best, p.Path)
 		l.moved = true
 	case p.Err == nil && p.Bytes > l.best[p.Path]:
